@@ -159,6 +159,42 @@ def listen_overflows() -> int | None:
     return None
 
 
+def turn_summary(recorded: dict, killed_at: float, last_agent: float) -> dict:
+    """What the new leader's turns did (bench/master_turns.py): the turns
+    that admitted agents until the last agent's answer, the frames and agents
+    a turn, the task records made after the answers (by a reader's gate or
+    the runtime's idle turns) and when, and every turn as [ended (s from the
+    kill), stall (s), frames, admitted, settled, the loop thread's CPU since the last turn ended (s)].
+    ``loop_cpu_us_an_agent_admitting``: the loop's CPU in the turns that admitted agents and made no
+    records, over the agents they admitted (the storm's cost an agent, whatever share of a CPU the
+    loop got); ``settle_cpu_us_an_agent``: the same for turns that only made records."""
+    cpu = recorded.get("cpu") or [0.0] * len(recorded["turns"])
+    rows = [[round(ended - killed_at, 4), round(stall, 5), frames, admitted, settled, round(spent, 5)]
+            for ended, stall, frames, admitted, settled, spent in zip(
+                recorded["ended"], recorded["turns"], recorded["frames"], recorded["admitted"],
+                recorded["settled"], cpu)]
+    storm = [row for row in rows if row[0] <= last_agent - killed_at + 0.05]
+    admitting = [row for row in storm if row[3]]
+    settling = [row for row in rows if row[4]]
+    pure = [row for row in admitting if not row[4]]
+    only_settling = [row for row in settling if not row[3]]
+    return {
+        "loop_cpu_us_an_agent_admitting": round(sum(row[5] for row in pure) / max(1, sum(row[3] for row in pure))
+                                                * 1e6, 1),
+        "settle_cpu_us_an_agent": round(sum(row[5] for row in only_settling) /
+                                        max(1, sum(row[4] for row in only_settling)) * 1e6, 1),
+        "until_last_agent": len(storm),
+        "admitting": len(admitting),
+        "admitted_a_turn_median": statistics.median(row[3] for row in admitting) if admitting else 0,
+        "frames_a_turn_median": statistics.median(row[2] for row in admitting) if admitting else 0,
+        "settled_until_last_agent": sum(row[4] for row in storm),
+        "settled_after": sum(row[4] for row in rows) - sum(row[4] for row in storm),
+        "settling_turns": len(settling),
+        "last_settled_s": settling[-1][0] if settling else None,
+        "per_turn": rows,
+    }
+
+
 class Master:
     def __init__(self, procs: Processes, name: str, zk_url: str, args: argparse.Namespace,
                  profile: str | None = None, turns_file: Path | None = None) -> None:
@@ -609,6 +645,8 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             turns = recorded["turns"]
             record["new_leader_turns"] = {"count": len(turns), "longest_s": round(max(turns, default=0.0), 4),
                                           "busy_s": round(sum(turns), 3)}
+            if "frames" in recorded:
+                record["new_leader_turns"].update(turn_summary(recorded, killed_at, last_agent))
             # the new leader's CPU by Python thread from the kill on (the loop, "MainThread", against the
             # benchmark's mux thread, "bench-mux", standing in for ZeroMQ's I/O thread)
             record["new_leader_python_thread_cpu_s"] = recorded.get("thread_cpu_s", {})
@@ -753,6 +791,10 @@ def main(argv: list[str] | None = None) -> int:
                              "then as asked")
     parser.add_argument("--master-log-level", default="warning", choices=["debug", "info", "warning"],
                         help="the masters' --log-level (info logs every registration: slower)")
+    parser.add_argument("--defer-task-records", choices=["on", "off", "default"], default="default",
+                        help="the masters' AgentLifecycle.defer_task_records (the re-admitted agents' task "
+                             "records made after the answers) forced on or off, an experiment's switch "
+                             "(bench/master_turns.py); default: the product's")
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the processes' logs here at the end")
     parser.add_argument("--pin", choices=["auto", "off"], default="off",
                         help="auto (with 2+ CPUs): the masters run on the last CPU and everything else "
@@ -761,6 +803,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
+    if args.defer_task_records != "default":   # read by bench/master_turns.py in the masters
+        os.environ["BENCH_DEFER_TASK_RECORDS"] = args.defer_task_records
     args.master_cpus = None
     available = sorted(os.sched_getaffinity(0))
     if args.pin == "auto" and len(available) >= 2:
@@ -802,6 +846,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_pinning": None if args.master_cpus is None else {
                 "masters": sorted(args.master_cpus), "zookeeper_agents_frameworks": sorted(os.sched_getaffinity(0))},
             "failovers_per_size": args.failovers,
+            "defer_task_records": args.defer_task_records,
             "clock": "time.monotonic (CLOCK_MONOTONIC, shared by every process on the machine)",
         },
         "anchor": {"mesos_1_5_seconds": MESOS_15_SECONDS, "what": "10k agents with 100k tasks re-registered "

@@ -53,12 +53,53 @@ def main() -> None:
                 continue
         return out
 
+    # what each turn did: frames taken from the inbox and handled, agents re-admitted (unknown before:
+    # every agent after a failover), agents whose task records were made (AgentLifecycle.settle: by a
+    # reader's gate or the runtime's idle turns), and when it ended (monotonic)
+    from mesoslike.master.agents import AgentLifecycle
+    from mesoslike.master.runtime import MasterRuntime
+    defer = os.environ.get("BENCH_DEFER_TASK_RECORDS")
+    if defer in ("on", "off"):   # an experiment's switch (bench/failover.py --defer-task-records)
+        AgentLifecycle.defer_task_records = defer == "on"
+    counts = {"frames": 0, "admitted": 0, "settled": 0}
+    per_turn: dict[str, array] = {"ended": array("d"), "cpu": array("d"), "frames": array("l"),
+                                  "admitted": array("l"), "settled": array("l")}
+    cpu_at = [time.thread_time()]   # the loop's thread: CPU seconds between two turns' ends, its own only
+    handle_frame, admit, settle = (MasterRuntime._handle_frame, AgentLifecycle._admit_reregistered,
+                                   AgentLifecycle.settle)
+
+    def counting_frame(self, *args, **kwargs):   # type: ignore[no-untyped-def]
+        counts["frames"] += 1
+        return handle_frame(self, *args, **kwargs)
+
+    def counting_admission(self, *args, **kwargs):   # type: ignore[no-untyped-def]
+        counts["admitted"] += 1
+        return admit(self, *args, **kwargs)
+
+    def counting_settle(self, *args, **kwargs):   # type: ignore[no-untyped-def]
+        made = settle(self, *args, **kwargs)
+        counts["settled"] += made
+        return made
+
+    MasterRuntime._handle_frame = counting_frame   # type: ignore[method-assign]
+    AgentLifecycle._admit_reregistered = counting_admission   # type: ignore[method-assign]
+    AgentLifecycle.settle = counting_settle   # type: ignore[method-assign]
+
     def recording(self, stall: float, lock_wait: float) -> None:
         record(self, stall, lock_wait)
         turns.append(stall)
+        per_turn["ended"].append(time.monotonic())
+        cpu = time.thread_time()
+        per_turn["cpu"].append(cpu - cpu_at[0])
+        cpu_at[0] = cpu
+        for name in ("frames", "admitted", "settled"):
+            per_turn[name].append(counts[name])
+            counts[name] = 0
 
     def forget(*_: object) -> None:
         del turns[:]
+        for kept in per_turn.values():
+            del kept[:]
         since[0] = time.monotonic()
         threads_since.clear()
         threads_since.update(thread_cpu())
@@ -67,6 +108,7 @@ def main() -> None:
         partial = path.with_suffix(".partial")
         cpu = {name: round(spent - threads_since.get(name, 0.0), 3) for name, spent in thread_cpu().items()}
         partial.write_text(json.dumps({"since": since[0], "at": time.monotonic(), "turns": turns.tolist(),
+                                       **{name: kept.tolist() for name, kept in per_turn.items()},
                                        "thread_cpu_s": {name: spent for name, spent in cpu.items() if spent >= 0.01}}))
         os.replace(partial, path)
 

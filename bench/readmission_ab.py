@@ -69,9 +69,9 @@ def measure(args: argparse.Namespace) -> dict:
 
     from simagents import registrations
 
-    if args.defer_task_records:   # this tree's records made after the answer (off by default: failover30i)
+    if args.defer_task_records or args.eager_task_records:   # this tree's records after the answer, or at once
         from mesoslike.master.agents import AgentLifecycle
-        AgentLifecycle.defer_task_records = True
+        AgentLifecycle.defer_task_records = not args.eager_task_records
     swaps = [compiled_from(args.base_src, spec) for spec in args.swap]
     mine = [(cls, name, getattr(cls, name)) for cls, name, _ in swaps]
     _, frames, _ = registrations(0, args.agents, args.tasks_per_agent, args.frameworks)
@@ -137,7 +137,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--defer-task-records", action="store_true",
-                        help="this tree's AgentLifecycle.defer_task_records on (failover30i)")
+                        help="this tree's AgentLifecycle.defer_task_records on (failover30i; the default "
+                             "since failover30j)")
+    parser.add_argument("--eager-task-records", action="store_true",
+                        help="this tree's AgentLifecycle.defer_task_records off: the records made at once")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result = {"benchmark": "re-admission CPU an agent, two versions of some functions alternating in one process",

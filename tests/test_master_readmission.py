@@ -7,6 +7,8 @@ in one subtraction, as one grant each would; the codec keeps its
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from mesoslike.allocator import HierarchicalAllocator
@@ -265,7 +267,7 @@ def _core(defer: bool) -> tuple[MasterCore, FakeClock]:
 _task = st.tuples(st.integers(0, _FRAMEWORKS - 1), st.integers(0, _TASKS - 1), st.integers(0, len(_REPORTS) - 1))
 #: what reads the tasks of a re-registration just handled (its records still to make, if made after it)
 _FOLLOWERS = ["update", "kill", "operator_kill", "reconcile", "reconcile_all", "unregister", "teardown", "closed",
-              "advance", "state", "pong", "subscribe", "reregister_again", "settle_one", "none"]
+              "advance", "state", "pong", "subscribe", "reregister_again", "settle_one", "idle", "quiet", "none"]
 _step = st.one_of(
     st.tuples(st.just("reregister"), st.integers(0, _AGENTS - 1),
               st.lists(_task, max_size=6, unique_by=lambda t: (t[0], t[1])),
@@ -286,6 +288,8 @@ _step = st.one_of(
     st.tuples(st.just("teardown"), st.integers(0, _FRAMEWORKS - 1)),
     st.tuples(st.just("advance"), st.sampled_from([0.5, 3.0, 8.0, 40.0])),
     st.tuples(st.just("state")),
+    st.tuples(st.just("idle"), st.integers(1, 3)),
+    st.tuples(st.just("quiet")),
 )
 
 
@@ -300,7 +304,8 @@ def _do(core: MasterCore, clock: FakeClock, step: tuple, number: int) -> list:
                   "reconcile_all": ("reconcile", f, []), "unregister": ("unregister", agent),
                   "teardown": ("teardown", f), "closed": ("closed", f), "advance": ("advance", 40.0),
                   "state": ("state",), "pong": ("pong", agent, True), "subscribe": ("subscribe", f),
-                  "reregister_again": ("reregister_only", agent, tasks[1:]), "settle_one": ("settle_one",)}.get(follower)
+                  "reregister_again": ("reregister_only", agent, tasks[1:]), "settle_one": ("settle_one",),
+                  "idle": ("idle", 1), "quiet": ("quiet",)}.get(follower)
         return sent + (_do(core, clock, follow, number) if follow is not None else [])
     if kind == "reregister_only":
         _, agent, tasks = step
@@ -339,6 +344,13 @@ def _do(core: MasterCore, clock: FakeClock, step: tuple, number: int) -> list:
     if kind == "settle_one":   # the runtime's idle turn, a part at a time
         core.settle(1)
         return []
+    if kind == "idle":   # the runtime's policy in a turn that admitted no agent: a part, once they are due
+        if core.clock.now() >= core.agent_lifecycle.settle_due():
+            core.settle(step[1])
+        return []
+    if kind == "quiet":   # the re-admissions pause past the runtime's wait; a tick without re-admission
+        clock.advance(core.agent_lifecycle.SETTLE_QUIET)
+        return core.tick()
     if kind == "advance":
         clock.advance(step[1])
         return core.tick()
@@ -372,6 +384,11 @@ def test_task_records_made_after_the_answer_make_the_state_made_at_once(steps):
         assert repr(_do(lazy, lazy_clock, step, number)) == repr(sent), step
         assert _allocator_view(lazy) == _allocator_view(eager), step   # exact from the admission on
         assert eager.agent_lifecycle.tasks_pending == 0
+        # the loop's wait (failover30j): records pending never make it "now" before they are due; the
+        # core wakes as the eager one does, or when the re-admissions have paused
+        due = lazy.agent_lifecycle.settle_due()
+        assert (due == math.inf) == (lazy.agent_lifecycle.tasks_pending == 0), step
+        assert lazy.next_wakeup() == min(eager.next_wakeup(), due), step
     assert render_state(snapshot(lazy)) == render_state(snapshot(eager))
     assert lazy.agent_lifecycle.tasks_pending == 0
     assert lazy.counters == eager.counters
@@ -394,3 +411,31 @@ def test_a_new_agents_task_records_wait_for_a_reader_and_its_answer_does_not():
     assert sorted(core.frameworks["f0"].tasks) == ["t0", "t1", "t2"]   # a reader: made first
     assert core.agent_lifecycle.tasks_pending == 0
     assert len(core.agent_book.records["a0"].tasks) == 3
+
+
+def test_pending_task_records_do_not_wake_the_loop_until_the_re_admissions_pause():
+    # failover30j: while agents keep coming the loop waits for their frames, not for the records; it
+    # wakes as a core making them at once would (the allocator, the pings...) or once they are due
+    core, clock = _core(defer=True)
+    eager, eager_clock = _core(defer=False)
+    quiet = core.agent_lifecycle.SETTLE_QUIET
+    assert core.agent_lifecycle.settle_due() == math.inf
+    for agent in range(2):
+        clock.advance(quiet / 2)
+        eager_clock.advance(quiet / 2)
+        tasks = [m.RunningTask("f0", TaskInfo(f"t{agent}{t}", f"a{agent}", "true", R("cpus:1;mem:16")),
+                               TaskState.RUNNING) for t in range(2)]
+        for each in (core, eager):
+            each.on_message(f"ag{agent}".encode(), decode(encode(m.ReregisterAgent(
+                AgentInfo(f"h{agent}", R("cpus:16;mem:1024"), id=f"a{agent}"), tasks, [_framework_info(0)]))))
+        # due a quiet wait after the last admission, not now
+        assert core.agent_lifecycle.settle_due() == clock.now() + quiet
+        assert core.next_wakeup() == min(eager.next_wakeup(), clock.now() + quiet)
+        assert eager.agent_lifecycle.settle_due() == math.inf
+    assert core.agent_lifecycle.tasks_pending == 2
+    clock.advance(quiet)
+    assert core.next_wakeup() <= clock.now()   # the pause came: the runtime makes them, a part a turn
+    assert core.settle(1) == 1 and core.agent_lifecycle.tasks_pending == 1
+    assert core.agent_lifecycle.settle_due() <= clock.now()
+    assert core.settle(1) == 1 and core.agent_lifecycle.settle_due() == math.inf
+    assert sorted(core.frameworks["f0"].tasks) == ["t00", "t01", "t10", "t11"]

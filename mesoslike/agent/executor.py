@@ -115,6 +115,9 @@ MAX_SPARE_RUN_DIRS = 512
 OOM_CHECK_INTERVAL = 0.25
 #: spare cgroups made ahead in one idle turn of the agent (:meth:`TaskExecutor.poll`, :meth:`.Isolator.make_spares`)
 SPARES_A_TURN = 4
+#: how long :meth:`TaskExecutor.kill_all` waits for the processes it SIGKILLed itself to be gone (a
+#: process in uninterruptible sleep dies only when it leaves it)
+KILLED_GONE_WAIT = 2.0
 #: framework directories whose check a launch remembers (beyond: forgotten, and checked again)
 MAX_CHECKED_FRAMEWORK_DIRS = 1024
 #: a file system with less than this free (for unprivileged writers) counts as full
@@ -1321,8 +1324,9 @@ class TaskExecutor:
         is killed itself (:meth:`poll`); a task whose processes are still
         there ``give_up_after`` seconds after that — its supervisor stopped
         or starved, a shared one among them — has them SIGKILLed by the
-        agent (its cgroup's, or its session's) and is left with an error
-        logged: an agent stopped with its tasks leaves none running.
+        agent (its cgroup's, or its session's), waited for (up to
+        :data:`KILLED_GONE_WAIT`) and is left with an error logged: an agent
+        stopped with its tasks leaves none running.
         """
         graces = {key: self._grace(run) if grace_period is None else grace_period for key, run in self._runs.items()}
         for key, grace in graces.items():
@@ -1334,24 +1338,33 @@ class TaskExecutor:
         while self._runs and self.clock.now() < give_up:
             time.sleep(0.01)
             events.extend(self.poll())
+        killed: list[int] = []
         for key, run in self._runs.items():
-            killed = self._kill_what_is_left(run)
+            pids = self._kill_what_is_left(run)
+            killed.extend(pids)
             log.error("task %s/%s (supervisor pid %d) did not end: %d of its processes SIGKILLed by the agent",
-                      key[0], key[1], run.watch.pid, killed)
+                      key[0], key[1], run.watch.pid, len(pids))
+        # a SIGKILL takes effect when the process is next scheduled: wait (bounded) until each is gone or a
+        # zombie, so that what called this finds none running when it returns
+        until = time.monotonic() + KILLED_GONE_WAIT
+        while killed and time.monotonic() < until:
+            killed = [pid for pid in killed if _still_running(pid)]
+            if killed:
+                time.sleep(0.005)
         return events
 
-    def _kill_what_is_left(self, run: _Run) -> int:
+    def _kill_what_is_left(self, run: _Run) -> list[int]:
         """SIGKILL the processes of a task its supervisor did not end (those
-        of its cgroup, or of its session): how many were signalled."""
+        of its cgroup, or of its session): the pids signalled."""
         try:   # (its start perhaps not yet told: the supervisor's task.json has its pid)
             pids = self.isolator.processes(run.container, run.task_pid or _task_pid(run.run_dir))
         except OSError:
-            return 0
-        killed = 0
+            return []
+        killed = []
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed += 1
+                killed.append(pid)
             except OSError:   # ended meanwhile
                 pass
         return killed
@@ -1842,3 +1855,13 @@ def _signal_group(pgid: int, signum: int) -> None:
     except PermissionError as exc:  # pragma: no cover - a group we do not own
         log.error("cannot signal process group %d: %s", pgid, exc)
 
+
+def _still_running(pid: int) -> bool:
+    """Whether ``pid`` is there and not a zombie (a killed process whose
+    parent has not reaped it is gone for every purpose but its entry)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")

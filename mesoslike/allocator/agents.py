@@ -80,19 +80,24 @@ class AgentBook:
 
     # ------------------------------------------------------------ membership
     def add(self, agent_id: str, total: Resources, hostname: str, attributes: Mapping[str, str],
-            held: Mapping[str, Resources] | None = None, holding: Resources | None = None) -> Agent:
+            held: Mapping[str, Resources] | None = None, holding: Resources | None = None,
+            available: Resources | None = None) -> Agent:
         """Add an agent; ``held``: what frameworks hold on it already (an
         agent re-registering with its tasks: non-empty, ``holding`` their
         sum), granted at once — as :meth:`decrease_available` for each, with
-        one subtraction. Raises ``ResourcesError`` (changing nothing) unless
-        they fit in ``total``."""
+        one subtraction (``available``: its result, ``total - holding``,
+        which the caller worked out for an agent alike). Raises
+        ``ResourcesError`` (changing nothing) unless they fit in ``total``."""
         agent = Agent(agent_id, total, hostname, attributes)
         if held:
-            agent.available = total - (holding if holding is not None else Resources.sum(held.values()))
+            if available is None or holding is None:
+                available = total - (holding if holding is not None else Resources.sum(held.values()))
+            agent.available = available
             agent.held.update(held)
             agent.version += len(held)
         self._agents[agent_id] = agent
-        self._add_free(agent.available.millis(), 1)
+        if self._tracking_free:
+            add_millis(self._free, agent.available.millis(), 1)
         return agent
 
     def remove(self, agent_id: str) -> Agent:

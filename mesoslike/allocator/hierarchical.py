@@ -67,6 +67,8 @@ from mesoslike.resources import KNOWN_KINDS, Resources, format_millis, similar_k
 __all__ = ["HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE"]
 
 EMPTY = Resources()
+#: the most distinct (total, holdings) add_agent keeps its sums of (HierarchicalAllocator._agent_sums)
+_AGENT_SUMS_KEPT = 1024
 DEFAULT_MIN_ALLOCATABLE = "cpus:0.01|mem:32"
 DEFAULT_REFUSE_SECONDS = 5.0
 
@@ -215,6 +217,11 @@ class HierarchicalAllocator:
         #: -> [it, agents]; (framework id, id(resources)) -> [framework, resources, agents holding them]
         self._unbooked_totals: dict[int, list] = {}
         self._unbooked_grants: dict[tuple[str, int], list] = {}
+        #: what add_agent worked out for an agent's total and holdings, by their objects (a new
+        #: leader's re-registering agents are mostly alike: the codec's one parse of each string, one
+        #: sum of a framework's tasks): (id(total), id(holding), ...) -> (total, holdings, their sum, what
+        #: is left available). The entry holds the objects its key names: an id in it is still theirs
+        self._agent_sums: dict[tuple[int, ...], tuple[Resources, tuple[Resources, ...], Resources, Resources]] = {}
         self._roles = RoleTree()
         self._quota = QuotaBook(self._roles)
         self._offers = OfferBook(offer_id_prefix, track_times=offer_timeout is not None)
@@ -311,15 +318,29 @@ class HierarchicalAllocator:
             raise DuplicateAgentError(f"agent {agent_id!r} was already added")
         if not isinstance(total, Resources):
             raise ResourcesError(f"total of agent {agent_id!r} must be Resources, got {type(total).__name__}")
-        used = dict(used or {})
-        for framework_id in used:
-            self._framework(framework_id)
-        held = Resources.sum(used.values())
-        if not total.contains(held):
-            raise AgentCapacityError(f"agent {agent_id!r}: used {held} does not fit in its total {total}")
-        holds = {framework_id: resources for framework_id, resources in sorted(used.items()) if resources}
-        # what its tasks hold is granted as the agent is added: one subtraction (a re-registering agent's)
-        agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {}, holds, held)
+        frameworks = self._frameworks
+        holds: dict[str, Resources] = {}
+        if used:
+            for framework_id in sorted(used):   # every one known, before anything changes
+                if framework_id not in frameworks:
+                    self._framework(framework_id)   # (raises)
+                resources = used[framework_id]
+                if resources:
+                    holds[framework_id] = resources
+        # what its tasks hold is granted as the agent is added: one subtraction (a re-registering agent's),
+        # worked out once for agents alike
+        values = tuple(holds.values())
+        alike = (id(total), *map(id, values))
+        known = self._agent_sums.get(alike)
+        if known is None:
+            held = Resources.sum(list(values))
+            if not total.contains(held):
+                raise AgentCapacityError(f"agent {agent_id!r}: used {held} does not fit in its total {total}")
+            known = (total, values, held, total - held)
+            if len(self._agent_sums) >= _AGENT_SUMS_KEPT:
+                self._agent_sums.clear()
+            self._agent_sums[alike] = known
+        agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {}, holds, known[2], known[3])
         stripped = total.stripped()
         self._reserve(total, 1)
         self._pending.add(agent_id)

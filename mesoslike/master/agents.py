@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from typing import Iterator, NamedTuple
 
 import msgspec
@@ -382,10 +383,12 @@ class AgentLifecycle:
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
     #: whether a re-registered agent's task records are made after the answer (settle) rather than at
-    #: once. Off: in one process it takes ~17 us an agent off the answer's path, but over the wire at
-    #: 30,000 agents the storm took more turns and longer (docs/performance.rst, "Stop 14: failover,
-    #: records after the answer"); the tests hold the two to the same state
-    defer_task_records = False
+    #: once: ~17 us an agent of ten tasks off the path to the answer. failover30i's policy (the loop
+    #: woken at once while records were pending) made the storm take more turns over the wire; with the
+    #: loop waiting for frames until the re-admissions pause (settle_due) the storm's turns are those
+    #: of the records made at once (docs/performance.rst, "Stop 15: failover, the storm's policy");
+    #: the tests hold the two to the same state
+    defer_task_records = True
 
     def settle(self, most: int | None = None) -> int:
         """The gate: make the task records of the agents re-registered since
@@ -396,7 +399,8 @@ class AgentLifecycle:
         re-registration or a PONG, the tick's parts that read tasks, the
         operator's calls, the state snapshot, ``MasterCore.frameworks`` and
         ``agents``); the runtime calls it at the end of a turn with nothing
-        left waiting, after the answers went out. What each admission
+        left waiting, after the answers went out, once the re-admissions
+        paused (:meth:`settle_due`). What each admission
         decided (the allocator's holdings, the tasks of the past, the
         frameworks adopted) was done when the agent was admitted; the
         records made here are those the admission would have made then.
@@ -420,6 +424,20 @@ class AgentLifecycle:
     def tasks_pending(self) -> int:
         """Agents whose task records are not made yet (see :meth:`settle`)."""
         return len(self._pending)
+
+    #: seconds without a re-admission before the runtime makes pending task records on its own
+    #: (:meth:`settle_due`): while the storm lasts its turns wait for frames, not for records
+    SETTLE_QUIET = 0.2
+
+    def settle_due(self) -> float:
+        """When the runtime may make the pending task records unasked: once
+        no agent was re-admitted for :attr:`SETTLE_QUIET` seconds (a reader
+        makes them at once whenever it comes); infinity when none are
+        pending. While agents keep coming the loop waits for their frames, as
+        it does with nothing pending. O(1)."""
+        if not self._pending:
+            return math.inf
+        return self._pending[-1].launched + self.SETTLE_QUIET
 
     def _enter_tasks(self, batch: _PendingTasks, returning: bool) -> None:
         """The task records of an agent just admitted (``_admit_reregistered``'s

@@ -302,9 +302,12 @@ class MasterCore:
         return out.flush()
 
     def next_wakeup(self) -> float:
-        if self.reconciliation.busy or self.agent_lifecycle.tasks_pending:
+        if self.reconciliation.busy:
             return self.clock.now()  # answers wait: the next turn sends more
+        # task records pending (made after the answers): not now — once the re-admissions pause
+        # (AgentLifecycle.settle_due), so the storm's turns wait for frames as they do without them
         wake = min(self.allocator.next_wakeup(), self.agent_lifecycle.next_wakeup(),
+                   self.agent_lifecycle.settle_due(),
                    self.framework_lifecycle.next_sweep(), self.offer_desk.next_expiry(),
                    self.launches.next_wakeup(), self.preempting.next_wakeup())
         if self.agent_book.drains:
@@ -414,7 +417,9 @@ class MasterCore:
         """Make the task records of agents re-registered since the last
         call (:meth:`AgentLifecycle.settle`, the gate every reader of tasks
         passes): the runtime calls it at the end of a turn with nothing left
-        waiting, after the turn's answers went out, for ``most`` agents at a
+        waiting, after the turn's answers went out, once no agent was
+        re-admitted for a while (:meth:`AgentLifecycle.settle_due`; the loop
+        does not wake for them before), for ``most`` agents at a
         time (a turn of 100,000 agents' records would be ~2 s). O(tasks
         pending). Returns the number of agents whose records it made."""
         return self.agent_lifecycle.settle(most)

@@ -1010,11 +1010,14 @@ class MasterRuntime:
                     gc.enable()
                     self._long_lived.after_turn()
         self._carry_out(self._feed(TurnEnded(self.clock.now() - started, tuple(replies))))
-        if admitted == 0 and not self._inbox and leading.core.agent_lifecycle.tasks_pending:
+        lifecycle = leading.core.agent_lifecycle
+        if admitted == 0 and not self._inbox and lifecycle.tasks_pending and \
+                self.clock.now() >= lifecycle.settle_due():
             # the task records of the agents re-admitted, after their answers went out, a part a turn, in
-            # turns that admitted no agent with nothing waiting: while re-registrations come they wait
-            # (every reader of the tasks makes them first: MasterCore.settle). The collector off, and the
-            # records frozen as a turn's admissions are (_LongLived.turn_ended)
+            # turns that admitted no agent with nothing waiting, once no agent was admitted for a while
+            # (settle_due): while re-registrations come they wait (every reader of the tasks makes them
+            # first: MasterCore.settle), and the loop waits for frames, not for them. The collector off,
+            # and the records frozen as a turn's admissions are (_LongLived.turn_ended)
             collecting = gc.isenabled()
             gc.disable()
             settled = 0

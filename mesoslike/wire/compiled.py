@@ -129,7 +129,7 @@ def _after(cls: type) -> Callable[[object], None] | None:
     (nested objects included, their checks inlined), generated; None if
     there are none."""
     env: dict[str, object] = {"reject": reject, "set": object.__setattr__, "MAX": MAX_LIST_LENGTH,
-                              "check_plain": _check_plain}
+                              "check_plain": _check_plain, "force_set": msgspec.structs.force_setattr}
     lines = _object_checks(cls, "o", env, (cls,))
     if not lines:
         return None
@@ -156,13 +156,15 @@ def _object_checks(cls: type, var: str, env: dict[str, object], outer: tuple[typ
         # most decoded lists and maps are empty (a task's environment, URIs, labels, secrets and
         # arguments): an empty one has nothing to check, and a converter that keeps an empty one as
         # it is need not run on it — all of it is skipped (13 tests of each task's five, before)
-        skip_empty = typing.get_origin(hint) in (list, dict) and (
+        # (so is an empty string a converter keeps: a framework's web page, most have none)
+        skip_empty = (typing.get_origin(hint) in (list, dict) or hint is str) and (
             not converts or converter is not None and _keeps_empty(converter, hint))
         body = list(checks)
         if converts:
             body.append(f"{value} = {_name(env, 'convert', converter)}({value})")
         if rebinds or converts:
-            body.append(f"if {value} is not {var}.{field.name}: set({var}, {field.name!r}, {value})")
+            setter = "force_set" if issubclass(cls, msgspec.Struct) else "set"   # (a frozen Struct's converters)
+            body.append(f"if {value} is not {var}.{field.name}: {setter}({var}, {field.name!r}, {value})")
         lines.append(f"{value} = {var}.{field.name}")
         lines += [f"if {value}:"] + ["    " + line for line in body] if skip_empty else body
     return lines
@@ -172,12 +174,12 @@ def _keeps_empty(converter: Callable[[Any], Any], hint: object) -> bool:
     """Whether ``converter`` (of a list or map field) takes an empty list
     (map) without a word and gives an empty one back: a converter is a pure
     function, so asking it once, here, answers for every frame."""
-    origin = typing.get_origin(hint)
+    origin = typing.get_origin(hint) or hint
     if origin is Annotated:
         origin = typing.get_origin(typing.get_args(hint)[0])
-    if origin not in (list, dict):
+    if origin not in (list, dict, str):
         return False
-    empty = origin()
+    empty: object = origin()
     try:
         converted = converter(origin())
     except Exception:  # noqa: BLE001 - it refuses an empty one: it always runs

@@ -24,7 +24,9 @@ every decoded object, and so do attrs converters, unless marked
 :func:`normalizer` (a converter that only turns what a Python caller may
 pass into the declared type, and checks nothing: a decoded value has that
 type already). A Struct has no converters: its ``__post_init__`` converts
-(``msgspec.structs.force_setattr``) and checks.
+(``msgspec.structs.force_setattr``) and checks — or, a Struct of metaclass
+:class:`~mesoslike.wire.types.ConvertedWhenMade` (``TaskInfo``), its
+``__wire_converters__``, run by the codec on a decoded one's non-empty fields.
 
 Pure: no I/O.
 """
@@ -67,7 +69,7 @@ class Field(NamedTuple):
     name: str
     #: no default: a frame without it is refused
     required: bool
-    #: its attrs converter (None: none; a Struct's fields have none)
+    #: its attrs converter (None: none); a Struct's, from its ``__wire_converters__`` (most have none)
     converter: Callable[[Any], Any] | None
     #: set by its own name in ``__init__`` (what msgspec and the checking decoder rely on)
     by_name: bool
@@ -83,7 +85,8 @@ def fields(cls: type) -> tuple[Field, ...]:
     found = _FIELDS.get(cls)
     if found is None:
         if issubclass(cls, msgspec.Struct):
-            found = tuple(Field(f.name, f.required, None, f.encode_name == f.name)
+            converters = getattr(cls, "__wire_converters__", {})   # (types.ConvertedWhenMade)
+            found = tuple(Field(f.name, f.required, converters.get(f.name), f.encode_name == f.name)
                           for f in msgspec.structs.fields(cls))
         else:
             found = tuple(Field(f.name, f.default is attrs.NOTHING, f.converter,

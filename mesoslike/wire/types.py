@@ -58,6 +58,25 @@ TERMINAL_STATES = frozenset({TaskState.FINISHED, TaskState.FAILED, TaskState.KIL
                              TaskState.LOST, TaskState.DROPPED, TaskState.GONE, TaskState.GONE_BY_OPERATOR})
 
 
+class ConvertedWhenMade(msgspec.StructMeta):
+    """The metaclass of a Struct whose fields are converted and checked by
+    its ``_convert`` when it is made by a call (``TaskInfo(...)``, its
+    :meth:`replace`, unpickling, the checking decoder), not by a
+    ``__post_init__``: msgspec calls ``__post_init__`` for every struct it
+    decodes, from C into Python, but never the metaclass. What a decoded
+    one needs converted or checked is in its ``__wire_converters__`` (field
+    -> converter; ``mesoslike.wire.schema.fields`` reports them), which the
+    compiled codec runs after decoding on the fields that are not empty
+    (most tasks' URIs, labels, secrets and arguments are): one test each,
+    no call (:mod:`mesoslike.wire.compiled`). ``msgspec.structs.replace``
+    and ``msgspec.convert`` do not convert: use the class's ``replace``."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        made = super().__call__(*args, **kwargs)
+        made._convert()
+        return made
+
+
 def _names_only(environment: Mapping[str, str]) -> str:
     return "{" + ", ".join(f"{name!r}: ..." for name in sorted(environment)) + "}"
 
@@ -125,7 +144,7 @@ def labels_field() -> list[Label]:
     return attrs.field(factory=list, converter=_label_list)
 
 
-class FrameworkInfo(msgspec.Struct, frozen=True, gc=False):
+class FrameworkInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMade):
     """Who a framework is. ``id`` is empty on first subscription; the master
     assigns one, and the driver sends it back when it re-subscribes.
     ``failover_timeout``: how long the master keeps the framework's tasks
@@ -136,8 +155,8 @@ class FrameworkInfo(msgspec.Struct, frozen=True, gc=False):
     its tasks' frameworks: decoded in C), not an attrs class: :meth:`replace`
     is ``attrs.evolve``'s counterpart. ``labels`` may be given as
     :class:`Label` objects, ``(key, value)`` pairs or a ``{key: value}`` map,
-    at most :data:`MAX_LABELS`; ``webui_url`` is checked — at construction
-    and decoding alike (``__post_init__``)."""
+    at most :data:`MAX_LABELS`; ``webui_url`` is checked — when one is made
+    and when one is decoded alike (:class:`ConvertedWhenMade`)."""
 
     name: str
     role: str = "*"
@@ -157,15 +176,15 @@ class FrameworkInfo(msgspec.Struct, frozen=True, gc=False):
     #: with the framework's tasks and show it when they re-register; set by the master only
     principal_receipt: str = ""
 
-    def __post_init__(self) -> None:
+    #: what a decoded framework's fields need converted and checked, when not empty (ConvertedWhenMade)
+    __wire_converters__: ClassVar[dict[str, Callable[[Any], Any]]]
+
+    def _convert(self) -> None:
         # what attrs's converter and validator did; most frameworks have neither labels nor a web page
         labels = self.labels
         if labels or type(labels) is not list:
             msgspec.structs.force_setattr(self, "labels", _label_list(labels))
-        url = self.webui_url
-        if url or type(url) is not str:
-            _problem(isinstance(url, str) and len(url) <= _MAX_PATH and url.startswith(("http://", "https://")),
-                     "webui_url must be an http:// or https:// URL of at most 4096 characters")
+        _webui_url(self.webui_url)
 
     def replace(self, **changes: Any) -> "FrameworkInfo":
         """A copy with ``changes`` (fields by name); new ``labels`` and ``webui_url`` are converted and
@@ -173,6 +192,16 @@ class FrameworkInfo(msgspec.Struct, frozen=True, gc=False):
         if "labels" in changes or "webui_url" in changes:
             return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
         return msgspec.structs.replace(self, **changes)
+
+
+def _webui_url(url: str) -> str:
+    if url or type(url) is not str:   # (none: most frameworks)
+        _problem(isinstance(url, str) and len(url) <= _MAX_PATH and url.startswith(("http://", "https://")),
+                 "webui_url must be an http:// or https:// URL of at most 4096 characters")
+    return url
+
+
+FrameworkInfo.__wire_converters__ = {"labels": _label_list, "webui_url": _webui_url}
 
 
 # ------------------------------------------------------------ health checks
@@ -637,17 +666,18 @@ class ExecutorInfo:
         return EXECUTOR_RUN_PREFIX + self.executor_id
 
 
-class TaskInfo(msgspec.Struct, frozen=True, gc=False):
+class TaskInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMade):
     """A task to launch: a shell ``command`` run by the agent in its own
     process group and sandbox, with ``resources`` taken from one offer.
 
     A frozen ``msgspec.Struct`` (each task crosses the wire in an ACCEPT and
     a RUN_TASK: built and decoded in C), not an attrs class: :meth:`replace`
     is ``attrs.evolve``'s counterpart. What its fields take beyond their
-    types is converted and checked by ``__post_init__``, at construction
-    and decoding alike: ``environment`` copied into a dict, ``labels`` from
-    pairs or a map, at most :data:`MAX_TASK_URIS` URIs, :data:`MAX_TASK_SECRETS`
-    secrets, 4096 arguments."""
+    types is converted and checked when one is made (:class:`ConvertedWhenMade`)
+    and when one is decoded (the codec, from ``__wire_converters__``) alike:
+    ``environment`` copied into a dict, ``labels`` from pairs or a map, at
+    most :data:`MAX_TASK_URIS` URIs, :data:`MAX_TASK_SECRETS` secrets, 4096
+    arguments."""
 
     task_id: str
     agent_id: str
@@ -686,7 +716,11 @@ class TaskInfo(msgspec.Struct, frozen=True, gc=False):
     #: the argv when ``shell`` is False
     arguments: list[str] = []
 
-    def __post_init__(self) -> None:
+    #: what a decoded task's fields need converted and checked (its environment is a fresh dict
+    #: already), when not empty: the compiled codec runs them (ConvertedWhenMade)
+    __wire_converters__: ClassVar[dict[str, Callable[[Any], Any]]]
+
+    def _convert(self) -> None:
         # what attrs's converters did; an empty list or map (most tasks' five) costs one test each
         environment = self.environment
         if environment or type(environment) is not dict:
@@ -717,6 +751,8 @@ class TaskInfo(msgspec.Struct, frozen=True, gc=False):
         return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
 
 
+TaskInfo.__wire_converters__ = {"uris": _uri_list, "labels": _label_list, "environment_secrets": _secret_environment,
+                                "arguments": _argument_list}
 _NAMES_ONLY = frozenset({"environment", "environment_secrets"})
 
 
@@ -932,14 +968,14 @@ class MasterInfo:
     version: str = ""
 
 
-class AgentInfo(msgspec.Struct, frozen=True, gc=False):
+class AgentInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMade):
     """An agent as it registers: ``id`` empty on first registration.
 
     A frozen ``msgspec.Struct`` (one in every (re-)registration: decoded in
     C), not an attrs class: :meth:`replace` is ``attrs.evolve``'s
     counterpart. ``attributes`` is copied into a dict and checked against
-    the grammar (mesoslike.attributes) at construction and decoding alike
-    (``__post_init__``)."""
+    the grammar (mesoslike.attributes) when one is made and when one is
+    decoded alike (:class:`ConvertedWhenMade`)."""
 
     hostname: str
     resources: Resources
@@ -950,7 +986,10 @@ class AgentInfo(msgspec.Struct, frozen=True, gc=False):
     #: the agent principal it belongs to (docs/security.rst); set by the master only
     principal: str = ""
 
-    def __post_init__(self) -> None:
+    #: what a decoded agent's fields need checked, when not empty (ConvertedWhenMade)
+    __wire_converters__: ClassVar[dict[str, Callable[[Any], Any]]]
+
+    def _convert(self) -> None:
         attributes = self.attributes
         if attributes or type(attributes) is not dict:   # (an agent without attributes: one test)
             attributes = _frozen_dict(attributes)
@@ -963,3 +1002,11 @@ class AgentInfo(msgspec.Struct, frozen=True, gc=False):
         if "attributes" in changes:
             return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
         return msgspec.structs.replace(self, **changes)
+
+
+def _checked_attributes(attributes: dict[str, str]) -> dict[str, str]:
+    check_attributes(None, None, attributes)   # (a decoded map is a fresh dict already)
+    return attributes
+
+
+AgentInfo.__wire_converters__ = {"attributes": _checked_attributes}

@@ -1,0 +1,88 @@
+"""The value types converted when made, not when decoded (types.ConvertedWhenMade):
+``TaskInfo``, ``FrameworkInfo`` and ``AgentInfo`` convert and check their fields
+when one is made by a call, and the compiled codec does the same for a decoded one
+from their ``__wire_converters__`` on the fields that are not empty — so msgspec
+makes no Python call per task of a re-registration (failover30k,
+docs/performance.rst "Stop 15: failover, an agent's admission")."""
+
+import msgpack
+import pytest
+
+from mesoslike.resources import Resources
+from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, WireError, decode, encode
+from mesoslike.wire import messages as m
+from mesoslike.wire.types import CommandURI, Label, Secret
+
+R = Resources.parse
+
+
+def _reregistration(task: TaskInfo, framework: FrameworkInfo, agent: AgentInfo) -> m.ReregisterAgent:
+    return m.ReregisterAgent(agent, [m.RunningTask(framework.id, task, "TASK_RUNNING")], [framework])
+
+
+def _plain_frame(**changes):
+    """A REREGISTER_AGENT frame of plain data, its framework's or agent's fields changed."""
+    framework = {"name": "fw", "id": "fw-1", **changes.pop("framework", {})}
+    agent = {"hostname": "h", "resources": "cpus:4", "id": "a1", **changes.pop("agent", {})}
+    task = {"task_id": "t", "agent_id": "a1", "command": "c", "resources": "cpus:1", **changes.pop("task", {})}
+    return msgpack.packb({"v": 1, "type": "REREGISTER_AGENT", "agent": agent,
+                          "tasks": [{"framework_id": "fw-1", "task": task, "state": "TASK_RUNNING"}],
+                          "frameworks": [framework]}, use_bin_type=True)
+
+
+def test_decoding_makes_no_call_into_the_types_and_gives_what_a_call_makes(monkeypatch):
+    made = {"n": 0}
+    for cls in (TaskInfo, FrameworkInfo, AgentInfo):
+        convert = cls._convert
+
+        def counted(self, convert=convert):
+            made["n"] += 1
+            convert(self)
+        monkeypatch.setattr(cls, "_convert", counted)
+    task = TaskInfo("t", "a1", "c", R("cpus:1"), labels={"k": "v"}, uris=[CommandURI("https://h/f")],
+                    environment={"A": "1"}, environment_secrets={"S": Secret("VALUE", value=b"x")},
+                    arguments=["a", "b"], shell=False)
+    framework = FrameworkInfo("fw", id="fw-1", labels=[("k", "v")], webui_url="https://ui")
+    agent = AgentInfo("h", R("cpus:4"), attributes={"rack": "r1"}, id="a1")
+    assert made["n"] == 3
+    assert task.labels == [Label("k", "v")] and framework.labels == [Label("k", "v")]
+    frame = encode(_reregistration(task, framework, agent))
+    made["n"] = 0
+    decoded = decode(frame)
+    assert made["n"] == 0, "msgspec called into the value types"
+    assert decoded == _reregistration(task, framework, agent)
+    back = decoded.tasks[0].task
+    assert type(back.labels) is list and type(back.labels[0]) is Label and type(back.environment_secrets) is dict
+    # and a plain task (most): its empty fields as they were, nothing converted
+    frame = encode(_reregistration(TaskInfo("t", "a1", "c", R("cpus:1")), FrameworkInfo("fw", id="fw-1"),
+                                   AgentInfo("h", R("cpus:4"), id="a1")))
+    made["n"] = 0
+    plain = decode(frame)
+    assert made["n"] == 0 and plain.tasks[0].task == TaskInfo("t", "a1", "c", R("cpus:1"))
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"framework": {"webui_url": "ftp://x"}}, "webui_url must be an http:// or https:// URL"),
+    ({"framework": {"labels": [{"key": "k"}] * 33}}, "33 labels are more than 32"),
+    ({"agent": {"attributes": {"ra ck": "x"}}}, "is not made of letters"),
+    ({"task": {"uris": [{"value": "https://h/f"}] * 101}}, "a task fetches at most 100 URIs"),
+    ({"task": {"arguments": ["a\x00b"]}}, "without NUL"),
+    ({"task": {"environment_secrets": {"1X": {"type": "VALUE", "value": b""}}}}, "shell variable name"),
+])
+def test_what_a_call_refuses_decoding_refuses_naming_the_field(changes, fragment):
+    with pytest.raises(WireError) as info:
+        decode(_plain_frame(**changes))
+    assert fragment in str(info.value)
+
+
+def test_made_by_a_call_they_convert_as_before():
+    task = TaskInfo("t", "a1", "c", R("cpus:1"))
+    assert task.replace(labels=[("k", "v")]).labels == [Label("k", "v")]
+    assert FrameworkInfo("fw").replace(labels={"k": "v"}).labels == [Label("k", "v")]
+    with pytest.raises(ValueError, match="webui_url"):
+        FrameworkInfo("fw", webui_url="ftp://x")
+    with pytest.raises(ValueError, match="at most 100 URIs"):
+        TaskInfo("t", "a1", "c", R("cpus:1"), uris=[CommandURI("https://h/f")] * 101)
+    with pytest.raises(ValueError):
+        AgentInfo("h", R("cpus:4"), attributes={"ra ck": "x"})
+    assert AgentInfo("h", R("cpus:4"), attributes={"rack": "r1"}).attributes == {"rack": "r1"}
