@@ -371,7 +371,12 @@ class CommandScheduler(Scheduler):
                 self.placements.remove(task_id)   # an ended instance no longer counts against a constraint
             # (LOST, DROPPED: failed; a one-shot runner does not retry)
             progress.exit_codes[task_id] = status.exit_code
-        progress.moved(task_id, before, state)
+        running = Progress._RUNNING
+        counted = not (before in running and state in running)
+        if counted:
+            progress.moved(task_id, before, state)
+        else:   # (Progress.moved's common case, STARTING -> RUNNING, inlined: no count changes)
+            progress.states[task_id] = state
         progress.messages[task_id] = status.message
         if status.agent_id:
             progress.agents[task_id] = status.agent_id
@@ -382,7 +387,7 @@ class CommandScheduler(Scheduler):
         self.on_change(progress, status)
         if self.stopping and progress.unended == 0:
             self.all_ended.set()
-        if progress.done:
+        if counted and progress.done:   # (only a change of the counts can make it done)
             self.finished.set()
             driver.stop()
 

@@ -563,6 +563,7 @@ class SchedulerDriver:
         returns; none after a stop or an abort (a callback's own included)."""
         update_returned = self._core.update_returned
         status_update = self.scheduler.status_update   # (looked up once a run, not once an update)
+        monotonic = time.monotonic
         for status in statuses:
             if self._stop_requested:
                 return
@@ -573,7 +574,14 @@ class SchedulerDriver:
                 return
             acknowledgement = update_returned(status)
             if acknowledgement is not None:
-                self._queue_outgoing(acknowledgement)
+                # (_queue_outgoing inlined: one call less an update)
+                outgoing = self._outgoing   # (a new list after each send)
+                now = monotonic()
+                if not outgoing:
+                    self._outgoing_since = now
+                outgoing.append(acknowledgement)
+                if len(outgoing) >= SEND_BATCH or now - self._outgoing_since >= SEND_WITHIN:
+                    self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
 
     def _callback_raised(self, name: str, exc: BaseException) -> None:
         # as Mesos's drivers do: the framework's bug aborts the driver (DRIVER_ABORTED, no callback
