@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Hashable, Iterator
 from typing import Any, Generic, TypeVar
@@ -217,7 +218,11 @@ class UpdateStreams(Generic[K]):
         resends = self._resends
         progress_at = self._progress_at
         first_due, first_streams = self._first_due, self._first_streams
-        working = progress_at is not None and now - progress_at < self._patience
+        # (one sum, compared and then used: ``now - progress_at < patience`` could hold while
+        # ``progress_at + patience <= now`` in floating point, and a retry rescheduled to that time was
+        # due again at once: the loop never ended, and an agent in it sent nothing more — CI run 84)
+        working_until = progress_at + self._patience if progress_at is not None else -math.inf
+        working = now < working_until
         while True:   # the two queues merged, the one due first first
             if first_due and first_due[0] <= now and (not resends or first_due[0] <= resends[0][0]):
                 when = first_due.popleft()
@@ -229,9 +234,8 @@ class UpdateStreams(Generic[K]):
             if self._current(when, stream):
                 if working and stream.sent > self._acknowledged_send:
                     # behind older sends the receiver is still acknowledging: not lost, queued
-                    assert progress_at is not None
                     self.retries_waited += 1
-                    self._schedule(stream, progress_at + self._patience)
+                    self._schedule(stream, working_until)
                     continue
                 out.append((stream.key, self._send(stream, now)))
         return out

@@ -380,3 +380,18 @@ def test_the_retries_table_states_each_back_off_as_the_code_has_it():
     }
     assert documented_backoffs() == {name: (seconds(b.initial), seconds(b.maximum), f"{b.jitter:g}")
                                      for name, b in code.items()}
+
+
+def test_a_retry_held_for_the_receivers_progress_is_due_when_that_wait_ends_even_at_a_rounding_edge():
+    # 1.045 - 0.545 < 0.5 but 0.545 + 0.5 == 1.045 in floating point: the retry held until the receiver's
+    # progress grows stale was rescheduled to a time already come, and ``due`` looped for good (an
+    # agent in that loop sent nothing more: CI run 84's test_a_dropped_acknowledgement...)
+    streams: UpdateStreams[str] = UpdateStreams(Backoff(0.5, 4.0, jitter=0.0))
+    first = TaskStatus("a", TaskState.RUNNING, uuid="u1")
+    second = TaskStatus("b", TaskState.RUNNING, uuid="u2")
+    assert streams.add("a", first) and streams.send_head("a", 0.0) == first
+    assert streams.add("b", second) and streams.send_head("b", 0.0) == second
+    assert 1.045 - 0.545 < 0.5 and 0.545 + 0.5 <= 1.045
+    assert streams.acknowledge("a", "u1", 0.545) == first   # the receiver got the older send at 0.545
+    assert streams.due(1.045) == [("b", second)]
+    assert streams.next_due() == 1.045 + 1.0
