@@ -108,7 +108,7 @@ def _exited_cpu(pid: int) -> tuple[float, float]:
 
 
 def one_job(python: str, tree: Path, command: str, instances: int, slots: int, work: Path,
-            start: list[str] | None = None, worker_env: dict[str, str] | None = None) -> dict:
+            start: list[str] | None = None) -> dict:
     job_dir = Path(tempfile.mkdtemp(dir=work))
     document = {"job": {"name": "alone", "units": [{"name": "work", "slots": slots, "cpus": 0.1, "mem": 64,
                                                     "instances": instances, "command": "true"}]}}
@@ -141,7 +141,7 @@ def one_job(python: str, tree: Path, command: str, instances: int, slots: int, w
                "FUXI_WORKER_TOKEN_FILE": ".fuxi_worker_token",
                "FUXI_WORKER_SECRET_KEY_FILE": ".fuxi_worker_key_secret",
                "FUXI_WORKER_PUBLIC_KEY": keys.worker.public.decode(),
-               "FUXI_APPMASTER_KEY": keys.appmaster.public.decode(), **(worker_env or {})}
+               "FUXI_APPMASTER_KEY": keys.appmaster.public.decode()}
         with open(sandbox / "stderr", "wb") as err:
             workers.append(subprocess.Popen(["/bin/sh", "-c", command], cwd=sandbox, env=env, stdout=err,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
@@ -158,12 +158,6 @@ def one_job(python: str, tree: Path, command: str, instances: int, slots: int, w
         for worker in running:
             worker.terminate()
         worker_cpu = [_exited_cpu(worker.pid) for worker in workers]
-        logs = [(sandbox / "stderr").read_text(errors="replace") for sandbox in sandboxes]
-        relay = {"relaying": sum("(the relay of this machine)" in text for text in logs),
-                 "relayed": sum("(through the relay of this machine)" in text for text in logs),
-                 "relay_lost": sum("the relay to the AppMaster is gone" in text for text in logs),
-                 "relaying_cpu_s": round(sum(own for (own, _), text in zip(worker_cpu, logs)
-                                             if "(the relay of this machine)" in text), 3)}
         if not service.ended.is_set() or appmaster.returncode not in (None, 0):
             raise SystemExit(f"the job did not end well ({tree}): "
                              f"{(job_dir / 'appmaster.log').read_text(errors='replace')[-2000:]}")
@@ -175,7 +169,7 @@ def one_job(python: str, tree: Path, command: str, instances: int, slots: int, w
         service.close()
         shutil.rmtree(job_dir, ignore_errors=True)
     return {"seconds": elapsed, "appmaster": appmaster_cpu, "workers": sum(own for own, _ in worker_cpu),
-            "instances": sum(children for _, children in worker_cpu), "relay": relay}
+            "instances": sum(children for _, children in worker_cpu)}
 
 
 def main() -> None:
@@ -185,17 +179,10 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=16)
     parser.add_argument("--before-tree", type=Path, default=None,
                         help="a source tree to compare with, with its virtualenv in .venv")
-    parser.add_argument("--relay-off-too", action="store_true",
-                        help="also run this tree's job with its workers' relay off (FUXI_WORKER_RELAY=0: each "
-                             "worker connects to its AppMaster itself), as 'relay_off', in the same rounds")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     doc, started, load_start = benchlib.start("fuxi_job_alone", None, {"git_head": benchlib.git_state([])[0]})
     trees = benchlib.trees(ROOT, args.before_tree, doc)
-    worker_envs: dict[str, dict[str, str]] = {}
-    if args.relay_off_too:
-        trees["relay_off"] = trees["after"]
-        worker_envs["relay_off"] = {"FUXI_WORKER_RELAY": "0"}
     commands = {name: worker_command(python, tree) for name, (python, tree) in trees.items()}
     starts = {name: appmaster_argv(python, tree) for name, (python, tree) in trees.items()}
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-job-alone-"))
@@ -207,7 +194,7 @@ def main() -> None:
             order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
             for name, (python, tree) in order:
                 results[name].append(one_job(python, tree, commands[name], args.instances, args.slots, work,
-                                           starts[name], worker_envs.get(name)))
+                                           starts[name]))
             tp.log(f"round {r + 1}: " + ", ".join(
                 f"{name} {results[name][-1]['seconds']:.2f} s, cpu ms an instance "
                 + ", ".join(f"{kind} {1000 * results[name][-1][kind] / args.instances:.2f}"
@@ -223,17 +210,14 @@ def main() -> None:
                          kind: tp.spread([1000 * x[kind] / args.instances for x in results[name]])
                          for kind in ("appmaster", "workers", "instances")},
                      "cpu_ms_per_instance_all": tp.spread([1000 * (x["appmaster"] + x["workers"] + x["instances"])
-                                                           / args.instances for x in results[name]]),
-                     "workers_relay": [x["relay"] for x in results[name]]}
-    for base in ("before", "relay_off"):
-        if base not in trees:
-            continue
-        doc[f"after_of_{base}_percent"] = {
+                                                           / args.instances for x in results[name]])}
+    if "before" in trees:
+        doc["after_of_before_percent"] = {
             "cpu_all": tp.spread([100 * (a["appmaster"] + a["workers"] + a["instances"])
                                   / (b["appmaster"] + b["workers"] + b["instances"])
-                                  for a, b in zip(results["after"], results[base])]),
+                                  for a, b in zip(results["after"], results["before"])]),
             "seconds": tp.spread([100 * a["seconds"] / b["seconds"]
-                                  for a, b in zip(results["after"], results[base])])}
+                                  for a, b in zip(results["after"], results["before"])])}
     benchlib.finish(doc, started, load_start, args.out, tp.log, None)
 
 

@@ -43,16 +43,12 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator, NoReturn
+from typing import NoReturn
 
 from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike_frameworks.fuxi import flush_before_os_exit
 from mesoslike_frameworks.fuxi import worker_wire as wire
-
-if TYPE_CHECKING:
-    import _socket
-
-    from mesoslike.transport import CurveKeys
+from mesoslike.transport import Client, CurveKeys, Poller, Waker, flush_before_exit, small_frames_only
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
@@ -147,54 +143,24 @@ RECONNECT_MAX = 0.1
 RECONNECT_MIN = 0.02
 
 
-class _Fd:
-    """A descriptor the worker's relayed loop (:class:`_LocalPoller`) waits
-    on — the running instance's stdout and stderr pipes and its pidfd, and
-    the waker's pipe — read by the loop itself (a connected worker's loop
-    waits on them through the transport's :class:`~mesoslike.transport.Poller`
-    as its ``Readable``\ s)."""
+class _Descriptor(Waker):
+    """A descriptor of the running instance — its stdout pipe, its pidfd —
+    that the worker's :class:`~mesoslike.transport.Poller` waits on with
+    the AppMaster's socket (the poller takes a waker's descriptor; this one
+    is the instance's, read by the worker's loop, so nothing is cleared and
+    nothing is made or closed here)."""
 
-    __slots__ = ("_fd",)
-
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int) -> None:   # (no pipe of its own: not Waker.__init__)
         self._fd = fd
 
     def fileno(self) -> int:
         return self._fd
 
-
-class _PipeWaker(_Fd):
-    """What wakes a relayed worker's loop (:meth:`Worker.stop`, from a signal
-    handler): a pipe, as the transport's ``Waker`` (not imported by a relayed
-    worker)."""
-
-    __slots__ = ("_write",)
-
-    def __init__(self) -> None:
-        read, self._write = os.pipe()
-        os.set_blocking(read, False)
-        os.set_blocking(self._write, False)
-        super().__init__(read)
-
-    def wake(self) -> None:
-        try:
-            os.write(self._write, b"x")
-        except BlockingIOError:
-            pass   # already pending
-
     def clear(self) -> None:
-        try:
-            while os.read(self._fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
+        pass
 
     def close(self) -> None:
-        for fd in (self._fd, self._write):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        pass
 
 
 class _Output:
@@ -227,7 +193,7 @@ class _Run:
         self.pidfd: int | None = None
         #: once it exited: when its exit is reported, its output ended or not (STDOUT_GRACE)
         self.report_by: float | None = None
-        self.watched: list[Any] = []   # what the loop's poller waits on for it (each with its fileno())
+        self.watched: list[_Descriptor] = []   # what the loop's poller waits on for it
 
     @property
     def key(self) -> tuple[int, int]:
@@ -252,8 +218,7 @@ class Worker:
     def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
                  sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
                  orphan_timeout: float = 300.0, interval: float = wire.HEARTBEAT_INTERVAL, token: str = "",
-                 agent_id: str = "", keys: CurveKeys | None = None, appmaster_key: bytes | None = None,
-                 link: RelayLink | None = None) -> None:
+                 agent_id: str = "", keys: CurveKeys | None = None, appmaster_key: bytes | None = None) -> None:
         self.appmaster = appmaster
         self.slot, self.unit, self.hostname, self.room = slot, unit, hostname, room
         self.token, self.agent_id = token, agent_id
@@ -273,57 +238,15 @@ class Worker:
         self.unacked: dict[tuple[int, int], tuple[bool, str]] = {}   # results the AppMaster has not acknowledged
         self._said: dict[tuple[int, int], float] = {}   # when an unacknowledged result's DONE was sent last
         self.welcomed = False
+        self._waker = Waker()                # stop() wakes the loop (a signal handler)
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
         self._exit: int | None = None
         # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
-        self._keys, self._appmaster_key = keys, appmaster_key
-        self._client: Any
-        self._waker: Any                     # stop() wakes the loop (a signal handler)
-        self._poller: Any                    # one for the worker's life, not one per wait
-        self._readable: Any                  # what the poller takes a descriptor of the running instance as
-        if link is not None:   # through another worker's relay: no ZeroMQ in this process (RelayLink)
-            self._client, self._waker, self._readable = link, _PipeWaker(), _Fd
-            self._poller = _LocalPoller([link, self._waker])
-        else:
-            self._connect()
-        keep_descriptors_from_instances()
-
-    def _connect(self) -> None:
-        """The worker's own connection to its AppMaster (the transport's ZeroMQ client), and its poller."""
-        from mesoslike.transport import Client, Poller, Readable, Waker
-
-        self._client = Client(self.appmaster, codec=wire.CODEC, identity=self.slot.encode(), keys=self._keys,
-                              server_key=self._appmaster_key, reconnect_max=RECONNECT_MAX,
+        self._client = Client(appmaster, codec=wire.CODEC, identity=slot.encode(), keys=keys,
+                              server_key=appmaster_key, reconnect_max=RECONNECT_MAX,
                               reconnect_min=RECONNECT_MIN)
-        self._waker, self._readable = Waker(), Readable
-        self._poller = Poller([self._client, self._waker])
-
-    @property
-    def relayed(self) -> bool:
-        """Does the worker reach its AppMaster through another worker's relay (:class:`RelayLink`)?"""
-        return isinstance(self._client, RelayLink)
-
-    def _relay_lost(self) -> None:
-        """The relay this worker reached its AppMaster through is gone (its
-        worker exited): connect to the AppMaster itself — ZeroMQ imported
-        now —, the running instance's descriptors polled by the new poller,
-        and say HELLO again (what it runs, holds queued and has not had
-        acknowledged: the AppMaster takes it as from a worker that
-        reconnected; a frame the relay had not passed on is said again, or
-        asked for again, as after any reconnection)."""
-        log.warning("the relay to the AppMaster is gone: connecting to %s itself", self.appmaster)
-        link, waker = self._client, self._waker
-        self._connect()
-        link.close()
-        waker.close()
-        if self.run_ is not None:
-            self.run_.watched = [self._readable(item.fileno()) for item in self.run_.watched]
-            for item in self.run_.watched:
-                self._poller.register(item)
-        if self._stop is not None:
-            self._waker.wake()
-        self.welcomed = False
-        self._beat()
+        self._poller = Poller([self._client, self._waker])   # one for the worker's life, not one per wait
+        keep_descriptors_from_instances()
 
     # ------------------------------------------------------------ the loop
     def run(self) -> int:
@@ -345,14 +268,10 @@ class Worker:
                 if self._client in ready:
                     last_contact = self.clock.now()
                 if self.run_ is not None:
-                    watched = self.run_.watched
-                    self._watch(self.run_, {item.fileno() for item in ready if item in watched})
+                    self._watch(self.run_, {item.fileno() for item in ready if isinstance(item, _Descriptor)})
                 if self._client in ready:   # (a poll is level-triggered: what came since is seen by the next)
                     for _, message in self._client.receive():
                         self._on_message(message)
-                    if self.relayed and self._client.broken:
-                        self._relay_lost()
-                        last_contact, next_beat = self.clock.now(), self.clock.now() + self.interval
                 if self.run_ is None and self.clock.now() - last_contact > self.orphan_timeout:
                     log.error("no word from the AppMaster at %s for %.0fs: giving up", self.appmaster,
                               self.orphan_timeout)
@@ -495,8 +414,8 @@ class Worker:
             run.pidfd = os.pidfd_open(run.pid)
         except OSError:   # a kernel before 5.3: its exit is seen once its stdout and stderr ended
             run.pidfd = None
-        run.watched = [self._readable(run.stdout.fd), self._readable(run.stderr.fd)] + \
-            ([self._readable(run.pidfd)] if run.pidfd is not None else [])
+        run.watched = [_Descriptor(run.stdout.fd), _Descriptor(run.stderr.fd)] + \
+            ([_Descriptor(run.pidfd)] if run.pidfd is not None else [])
         for item in run.watched:
             self._poller.register(item)
         return run
@@ -894,485 +813,6 @@ def read_secret(env: os._Environ[str] | dict[str, str], file_env: str, value_env
     raise ValueError(f"cannot read {name} ({file_env}): {problem}")
 
 
-# ------------------------------------------------------------ the relay
-#: the first bytes a worker sends the relay it connects to: the relay's protocol and its version
-RELAY_MAGIC = b"FUXI-RELAY-1"
-#: bytes of each side's nonce, and of each side's proof (a keyed BLAKE2b of both nonces and the slot)
-RELAY_NONCE = RELAY_PROOF = 32
-#: seconds a worker waits for a relay's answers while it joins it (else it connects to the AppMaster itself)
-RELAY_JOIN_TIMEOUT = 3.0
-#: seconds a relaying worker stays, after its own slot is released, for the workers it relays for
-RELAY_LINGER = 30.0
-#: seconds the relay waits for a relayed worker to take a frame (else it drops the link: the worker connects
-#: to the AppMaster itself)
-RELAY_SEND_TIMEOUT = 2.0
-#: the environment that turns the relay off (a worker then always connects to its AppMaster itself)
-RELAY_ENV = "FUXI_WORKER_RELAY"
-_LENGTH = 4
-
-
-def relay_address(job: str, appmaster: str, public_key: str) -> bytes:
-    """The abstract Unix socket (Linux: no file, gone with its last
-    descriptor) of the relay of a job's workers on this machine — of this
-    user, for this AppMaster and the job's workers' key."""
-    import _blake2   # hashlib's BLAKE2 without hashlib (and OpenSSL's module)
-
-    digest = _blake2.blake2b(f"{job}\0{appmaster}\0{public_key}\0{os.getuid()}".encode(), digest_size=16)
-    return b"\0mesoslike-fuxi-relay-" + digest.hexdigest().encode()
-
-
-def _proof(key: bytes, side: bytes, first: bytes, second: bytes, slot: bytes) -> bytes:
-    """What proves a side of a relay's link knows the job's workers' secret key (``key``)."""
-    import _blake2
-
-    return _blake2.blake2b(side + first + second + slot, key=key[:64], digest_size=RELAY_PROOF).digest()
-
-
-def _same_digest(a: bytes, b: bytes) -> bool:
-    from _operator import _compare_digest
-
-    return _compare_digest(a, b)
-
-
-def _peer_uid(sock: _socket.socket) -> int:
-    """The user of the process at the other end of a Unix socket (``SO_PEERCRED``: pid, uid, gid)."""
-    import _socket
-
-    creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    return int.from_bytes(creds[4:8], sys.byteorder)
-
-
-def _frame(payload: bytes) -> bytes:
-    return len(payload).to_bytes(_LENGTH, "big") + payload
-
-
-class _Frames:
-    """The frames of a byte stream (each its length, 4 bytes, then its bytes), as they come."""
-
-    __slots__ = ("_buffer", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self._buffer = bytearray()
-        self.limit = limit
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """The frames ``data`` completed; ValueError for one over ``limit``."""
-        self._buffer += data
-        frames: list[bytes] = []
-        while len(self._buffer) >= _LENGTH:
-            size = int.from_bytes(self._buffer[:_LENGTH], "big")
-            if size > self.limit:
-                raise ValueError(f"a frame of {size} bytes exceeds the limit of {self.limit}")
-            if len(self._buffer) < _LENGTH + size:
-                break
-            frames.append(bytes(self._buffer[_LENGTH:_LENGTH + size]))
-            del self._buffer[:_LENGTH + size]
-        return frames
-
-
-def _read_frame(sock: _socket.socket, frames: _Frames, deadline: float) -> bytes:
-    """The next frame of a blocking socket (OSError at ``deadline`` or at its end)."""
-    while True:
-        got = frames.feed(b"")
-        if got:
-            return got[0]
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no answer")
-        sock.settimeout(left)
-        data = sock.recv(65536)
-        if not data:
-            raise ConnectionError("closed")
-        got = frames.feed(data)
-        if got:
-            if len(got) > 1:
-                raise ConnectionError("more than was asked")
-            return got[0]
-
-
-class RelayLink:
-    """A worker's way to its AppMaster through the relay of another worker of
-    its job on this machine (:class:`Relay`): a Unix socket, its frames
-    those the worker would send and receive on its own ZeroMQ connection
-    (:mod:`.worker_wire`'s, length-prefixed). A worker that reaches its
-    AppMaster so imports no ZeroMQ (~25-30 ms of CPU of its start, of a
-    job's 16 workers all but one a machine: docs/performance.rst, "Stop 16:
-    the Fuxi path, its workers (fuxi29l)"). Joined with :meth:`join`: the
-    relay proves it holds the job's workers' secret key, and so does the
-    worker (and the other end runs as the same user); then the relay
-    connects to the AppMaster for this worker's slot, with the same keys
-    and identity as the worker would (the AppMaster sees no difference).
-    :attr:`broken` once the relay is gone: the worker then connects itself
-    (:meth:`Worker._relay_lost`). The client's surface the worker uses:
-    ``send``, ``receive``, ``queued``, ``close``, ``fileno``."""
-
-    #: the most bytes waiting to go to the relay before a send is refused (as the transport's outbox)
-    MAX_QUEUED = 4 * wire.MAX_FRAME
-
-    def __init__(self, sock: _socket.socket) -> None:
-        self._sock = sock
-        sock.setblocking(False)
-        self._frames = _Frames(wire.MAX_FRAME)
-        self._out = bytearray()
-        self._queued = 0
-        self.broken = False
-
-    @classmethod
-    def join(cls, address: bytes, slot: str, key: bytes, timeout: float = RELAY_JOIN_TIMEOUT) -> RelayLink | None:
-        """The link through the relay at ``address``; None if there is none, or it does not prove the key."""
-        import _socket
-
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            sock.settimeout(timeout)
-            sock.connect(address)
-            if _peer_uid(sock) != os.getuid():
-                raise ConnectionError("the relay runs as another user")
-            deadline = time.monotonic() + timeout
-            mine, name = os.urandom(RELAY_NONCE), slot.encode()
-            sock.sendall(_frame(RELAY_MAGIC + mine + name))
-            frames = _Frames(RELAY_NONCE + RELAY_PROOF)
-            answer = _read_frame(sock, frames, deadline)
-            theirs, proof = answer[:RELAY_NONCE], answer[RELAY_NONCE:]
-            if len(theirs) != RELAY_NONCE or not _same_digest(proof, _proof(key, b"relay", mine, theirs, name)):
-                raise ConnectionError("the relay does not prove the job's key")
-            sock.sendall(_frame(_proof(key, b"worker", theirs, mine, name)))
-            if _read_frame(sock, frames, deadline) != b"OK":
-                raise ConnectionError("the relay did not take the worker")
-        except OSError as exc:
-            if not isinstance(exc, (FileNotFoundError, ConnectionRefusedError)):
-                log.warning("not through the relay of this machine: %s", exc)
-            sock.close()
-            return None
-        return cls(sock)
-
-    def fileno(self) -> int:
-        return self._sock.fileno()
-
-    @property
-    def queued(self) -> int:
-        """Frames not yet taken by the relay (roughly: those of the bytes waiting)."""
-        return self._queued if self._out else 0
-
-    @property
-    def waiting(self) -> bool:
-        return bool(self._out)
-
-    def send(self, message: object) -> bool:
-        """Send a message (False if too much waits already: dropped)."""
-        if self.broken:
-            return True   # dropped as on a connection that is down (said again once connected anew)
-        if len(self._out) > self.MAX_QUEUED:
-            return False
-        self._out += _frame(wire.CODEC.encode(message))
-        self._queued += 1
-        self.flush()
-        return True
-
-    def flush(self) -> None:
-        """What the socket takes of the bytes waiting."""
-        if not self._out or self.broken:
-            return
-        try:
-            sent = self._sock.send(self._out)
-        except BlockingIOError:
-            return
-        except OSError:
-            self._lost()
-            return
-        del self._out[:sent]
-        if not self._out:
-            self._queued = 0
-
-    def receive(self) -> Iterator[tuple[None, object]]:
-        """Every message waiting now (a bad frame: the codec's error); :attr:`broken` at the relay's end."""
-        while not self.broken:
-            try:
-                data = self._sock.recv(65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:
-                self._lost()
-                return
-            try:
-                frames = self._frames.feed(data)
-            except ValueError:
-                self._lost()
-                return
-            for frame in frames:
-                yield None, wire.CODEC.decode(frame) if len(frame) <= wire.MAX_FRAME else \
-                    wire.WireError("frame too large")
-
-    def _lost(self) -> None:
-        self.broken = True
-        self._out.clear()
-
-    def close(self, linger: float = 0.0) -> None:
-        """Close the link; what waits gets up to ``linger`` seconds to go."""
-        deadline = time.monotonic() + linger
-        while self._out and not self.broken and time.monotonic() < deadline:
-            poller = select.poll()
-            poller.register(self._sock.fileno(), select.POLLOUT)
-            poller.poll(max(1, round(1000 * (deadline - time.monotonic()))))
-            self.flush()
-        self._sock.close()
-
-
-class _LocalPoller:
-    """The relayed worker's poll (``select.poll``) over its link, its waker
-    and the running instance's descriptors: the transport's
-    :class:`~mesoslike.transport.Poller`'s surface the worker uses; what
-    waits to go to the relay is sent as the socket takes it."""
-
-    def __init__(self, items: list[Any]) -> None:
-        self._poll = select.poll()
-        self._items: dict[int, Any] = {}
-        self._link: RelayLink | None = None
-        for item in items:
-            self.register(item)
-
-    def register(self, item: Any) -> None:
-        if isinstance(item, RelayLink):
-            self._link = item
-        self._items[item.fileno()] = item
-        self._poll.register(item.fileno(), select.POLLIN)
-
-    def unregister(self, item: Any) -> None:
-        fd = item.fileno()
-        if self._items.get(fd) is item:
-            del self._items[fd]
-            self._poll.unregister(fd)
-
-    def poll(self, timeout: float | None) -> list[Any]:
-        link = self._link
-        if link is not None:
-            link.flush()
-            if link.waiting:
-                self._poll.modify(link.fileno(), select.POLLIN | select.POLLOUT)
-        events = self._poll.poll(None if timeout is None else max(0, round(1000 * timeout + 0.5)))
-        if link is not None and link.waiting:
-            self._poll.modify(link.fileno(), select.POLLIN)
-            link.flush()
-        ready = []
-        for fd, event in events:
-            item = self._items.get(fd)
-            if item is None or (item is link and event == select.POLLOUT):
-                continue
-            if isinstance(item, _PipeWaker):
-                item.clear()
-            ready.append(item)
-        return ready
-
-
-class _Relayed:
-    """A worker the relay passes frames for: its Unix socket, where it is in
-    joining (``stage``), and once joined its ZeroMQ client to the AppMaster."""
-
-    __slots__ = ("sock", "frames", "stage", "nonces", "slot", "client", "readable")
-
-    def __init__(self, sock: _socket.socket, readable: Any) -> None:
-        self.sock, self.readable = sock, readable
-        self.frames = _Frames(len(RELAY_MAGIC) + RELAY_NONCE + 1024)
-        self.stage = "hello"
-        self.nonces = (b"", b"")
-        self.slot = b""
-        self.client: Any = None
-
-
-class Relay:
-    """The relay of a job's workers on this machine, in the worker that bound
-    its address first (:func:`relay_address`): a thread that lets in the
-    workers that prove the job's workers' secret key (:class:`RelayLink`)
-    and passes their frames to the AppMaster and back, on a ZeroMQ client of
-    its own for each (the same keys, the slot's identity). A relayed worker
-    whose relay closes connects to the AppMaster itself."""
-
-    def __init__(self, listener: _socket.socket, appmaster: str, key: bytes, keys: CurveKeys | None,
-                 appmaster_key: bytes | None) -> None:
-        from mesoslike.transport import Poller, Readable, Waker
-
-        self._listener, self._appmaster, self._key = listener, appmaster, key
-        self._keys, self._appmaster_key = keys, appmaster_key
-        listener.setblocking(False)
-        self._readable_type = Readable
-        self._listening: Any = Readable(listener.fileno())
-        self._waker = Waker()
-        self._poller = Poller([self._listening, self._waker])
-        self._links: dict[int, _Relayed] = {}   # by the socket's descriptor
-        self._clients: dict[int, _Relayed] = {}   # by id() of the link's client
-        self._stopping = False
-        self._close_listener = False
-        self._thread = threading.Thread(target=self._serve, name="fuxi-relay", daemon=True)
-
-    @classmethod
-    def bind(cls, address: bytes) -> _socket.socket | None:
-        """A listening socket at ``address``; None if another process holds it."""
-        import _socket
-
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            sock.bind(address)
-            sock.listen(64)
-        except OSError:
-            sock.close()
-            return None
-        return sock
-
-    def start(self) -> None:
-        self._thread.start()
-
-    @property
-    def relaying(self) -> int:
-        """The workers joined (or joining) now."""
-        return len(self._links)
-
-    def stop_listening(self) -> None:
-        """Let no more workers in (another worker may bind the address then)."""
-        self._close_listener = True
-        self._waker.wake()
-
-    def stop(self) -> None:
-        """Close every link (their workers connect to the AppMaster themselves) and the thread."""
-        self._stopping = True
-        self._waker.wake()
-        self._thread.join(5.0)
-
-    def _serve(self) -> None:
-        try:
-            while not self._stopping:
-                if self._close_listener and self._listening is not None:
-                    self._poller.unregister(self._listening)
-                    self._listening = None
-                    self._listener.close()
-                for item in self._poller.poll(0.5):
-                    if item is self._listening:
-                        self._accept()
-                    elif isinstance(item, self._readable_type):
-                        link = self._links.get(item.fileno())
-                        if link is not None:
-                            self._from_worker(link)
-                    elif id(item) in self._clients:
-                        self._from_appmaster(self._clients[id(item)])
-        except Exception:   # noqa: BLE001 - a relay that fails must not take its worker down: its links close
-            log.exception("the relay failed")
-        finally:
-            for link in list(self._links.values()):
-                self._drop(link)
-            if self._listening is not None:
-                self._listener.close()
-            self._waker.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self._listener._accept()   # type: ignore[attr-defined]   # (the C socket's)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                log.warning("the relay cannot take a worker: %s", exc)
-                return
-            import _socket
-
-            conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, fileno=sock)
-            try:
-                if _peer_uid(conn) != os.getuid():
-                    conn.close()
-                    continue
-            except OSError:
-                conn.close()
-                continue
-            conn.setblocking(False)
-            link = _Relayed(conn, self._readable_type(conn.fileno()))
-            self._links[conn.fileno()] = link
-            self._poller.register(link.readable)
-
-    def _from_worker(self, link: _Relayed) -> None:
-        try:
-            data = link.sock.recv(65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._drop(link)
-            return
-        try:
-            frames = link.frames.feed(data)
-        except ValueError:
-            self._drop(link)
-            return
-        for frame in frames:
-            if link.stage == "open":
-                link.client.send_frame(frame)
-            elif not self._join(link, frame):
-                self._drop(link)
-                return
-
-    def _join(self, link: _Relayed, frame: bytes) -> bool:
-        if link.stage == "hello":
-            size = len(RELAY_MAGIC) + RELAY_NONCE
-            if not frame.startswith(RELAY_MAGIC) or len(frame) <= size:
-                return False
-            theirs, link.slot = frame[len(RELAY_MAGIC):size], frame[size:]
-            mine = os.urandom(RELAY_NONCE)
-            link.nonces, link.stage = (theirs, mine), "proof"
-            return self._to_worker(link, mine + _proof(self._key, b"relay", theirs, mine, link.slot))
-        if link.stage == "proof":
-            theirs, mine = link.nonces
-            if not _same_digest(frame, _proof(self._key, b"worker", mine, theirs, link.slot)):
-                log.warning("a process that does not prove the job's key tried the relay")
-                return False
-            from mesoslike.transport import Client
-
-            # (the worker's codec only for its frame limit: frames pass as they are, with send_frame and
-            # receive_frames; without one the transport would import the master protocol's)
-            link.client = Client(self._appmaster, codec=wire.CODEC, identity=link.slot, keys=self._keys,
-                                 server_key=self._appmaster_key, reconnect_max=RECONNECT_MAX,
-                                 reconnect_min=RECONNECT_MIN)
-            link.frames.limit = wire.MAX_FRAME
-            self._clients[id(link.client)] = link
-            self._poller.register(link.client)
-            link.stage = "open"
-            log.info("relaying for slot %s", link.slot.decode(errors="replace"))
-            return self._to_worker(link, b"OK")
-        return False
-
-    def _from_appmaster(self, link: _Relayed) -> None:
-        for _, frame in link.client.receive_frames():
-            if not self._to_worker(link, frame):
-                self._drop(link)
-                return
-
-    def _to_worker(self, link: _Relayed, payload: bytes) -> bool:
-        data = _frame(payload)
-        try:
-            try:
-                sent = link.sock.send(data)   # (non-blocking: all of it, nearly always)
-            except BlockingIOError:
-                sent = 0
-            if sent < len(data):
-                link.sock.settimeout(RELAY_SEND_TIMEOUT)
-                link.sock.sendall(data[sent:])
-                link.sock.setblocking(False)
-        except OSError as exc:
-            log.warning("slot %s: the relay cannot pass a frame to its worker: %s",
-                        link.slot.decode(errors="replace"), exc)
-            return False
-        return True
-
-    def _drop(self, link: _Relayed) -> None:
-        if self._links.pop(link.sock.fileno(), None) is None:
-            return
-        self._poller.unregister(link.readable)
-        if link.client is not None:
-            self._poller.unregister(link.client)
-            del self._clients[id(link.client)]
-            link.client.close(linger=0.5)   # what the worker said last (its BYE) still goes out
-        link.sock.close()
-
-
 def main(argv: list[str] | None = None) -> int:
     missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
     if missing:
@@ -1385,71 +825,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fuxi worker: FUXI_LOG_LEVEL: {exc}", file=sys.stderr)
         return 2
     env = os.environ
-    relay: Relay | None = None
+    small_frames_only()   # its AppMaster's ASSIGNs and ACKs: no ctypes nor mallopt at its first socket
     try:
         orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
         public = env.get("FUXI_WORKER_PUBLIC_KEY", "")
         secret = read_secret(env, SECRET_KEY_FILE_ENV, "FUXI_WORKER_SECRET_KEY")
         token = read_secret(env, TOKEN_FILE_ENV, "FUXI_WORKER_TOKEN")
+        keys = CurveKeys(public.encode(), secret.encode()) if public and secret else None
         appmaster_key = env.get("FUXI_APPMASTER_KEY", "").encode() or None
-        link, listener = _find_relay(env, public, secret)
-        keys = None
-        if public and secret:
-            from mesoslike.transport import CurveKeys
-
-            keys = CurveKeys(public.encode(), secret.encode())
-        if link is None:
-            from mesoslike.transport import small_frames_only
-
-            small_frames_only()   # its AppMaster's ASSIGNs and ACKs: no ctypes nor mallopt at its first socket
         worker = Worker(env["FUXI_APPMASTER"], env["FUXI_SLOT_ID"], env["FUXI_UNIT"], env["FUXI_HOSTNAME"],
                         env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout,
                         token=token, agent_id=env.get("MESOSLIKE_AGENT_ID", ""),
-                        keys=keys, appmaster_key=appmaster_key, link=link)
-        if listener is not None:
-            relay = Relay(listener, env["FUXI_APPMASTER"], secret.encode(), keys, appmaster_key)
+                        keys=keys, appmaster_key=appmaster_key)
     except (ValueError, MesoslikeError) as exc:
         print(f"fuxi worker: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: worker.stop("killed (SIGTERM)"))
     signal.signal(signal.SIGINT, lambda *_: worker.stop("interrupted"))
-    log.info("slot %s of job %s unit %s on %s: AppMaster %s%s", worker.slot, env["FUXI_JOB_ID"], worker.unit,
-             worker.hostname, worker.appmaster,
-             " (through the relay of this machine)" if link is not None else
-             " (the relay of this machine)" if relay is not None else "")
-    if relay is not None:
-        relay.start()
-    code = worker.run()
-    if relay is not None:
-        relay.stop_listening()
-        if code != 143:   # released or orphaned: the workers it relays for get RELAY_LINGER to end
-            deadline = time.monotonic() + RELAY_LINGER
-            while relay.relaying and worker._stop is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-        relay.stop()
-    return code
-
-
-def _find_relay(env: os._Environ[str], public: str, secret: str) -> tuple[RelayLink | None, _socket.socket | None]:
-    """The worker's way to its AppMaster on a machine where other workers of
-    its job run: through the relay of the first of them (a :class:`RelayLink`),
-    else its own connection, and the relay's listening socket if this worker
-    is the first. Neither without the job's workers' keys (what the link is
-    proven with), on another system than Linux (abstract sockets), or with
-    ``FUXI_WORKER_RELAY=0``."""
-    if not (public and secret) or env.get(RELAY_ENV, "1") == "0" or not sys.platform.startswith("linux"):
-        return None, None
-    # one relay an agent (a machine may run several agents): its workers of the job, the agent's slots
-    address = relay_address(f"{env.get('FUXI_JOB_ID', '')}\0{env.get('MESOSLIKE_AGENT_ID', '')}\0"
-                            f"{env.get('FUXI_HOSTNAME', '')}", env["FUXI_APPMASTER"], public)
-    for _ in range(2):   # a worker that bound it may not listen yet: once more after a refused bind
-        link = RelayLink.join(address, env["FUXI_SLOT_ID"], secret.encode())
-        if link is not None:
-            return link, None
-        listener = Relay.bind(address)
-        if listener is not None:
-            return None, listener
-    return None, None
+    log.info("slot %s of job %s unit %s on %s: AppMaster %s", worker.slot, env["FUXI_JOB_ID"], worker.unit,
+             worker.hostname, worker.appmaster)
+    return worker.run()
 
 
 def main_and_exit() -> NoReturn:
@@ -1460,10 +855,7 @@ def main_and_exit() -> NoReturn:
     a plain exit does not wait: pyzmq leaves its context alone at exit)."""
     code = main()
     flush_before_os_exit()
-    if "mesoslike.transport" in sys.modules:   # (not imported by a worker that ran through a relay)
-        from mesoslike.transport import flush_before_exit
-
-        flush_before_exit(0.6)
+    flush_before_exit(0.6)
     os._exit(code)
 
 
