@@ -18,6 +18,10 @@ AppMaster's, the workers' own, and their reaped children's (the
 instances'); the load average.
 
     python bench/fuxi_job_alone.py --before-tree /tmp/base --rounds 6 --out bench/results/fuxi_job_alone.json
+    python bench/fuxi_job_alone.py --also-slots 4 --rounds 6 --out bench/results/fuxi_job_alone-slots.json
+
+``--also-slots N`` runs this tree's job on N slots too, in the same rounds: what a job with fewer worker
+processes (one a machine serving several slots) would save in the workers, and what it costs the AppMaster.
 """
 
 from __future__ import annotations
@@ -179,10 +183,17 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=16)
     parser.add_argument("--before-tree", type=Path, default=None,
                         help="a source tree to compare with, with its virtualenv in .venv")
+    parser.add_argument("--also-slots", type=int, default=None, metavar="N",
+                        help="also run this tree's job on N slots (N workers: what fewer worker processes a job "
+                             "would save, and cost), as 'slots_N', in the same interleaved rounds")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     doc, started, load_start = benchlib.start("fuxi_job_alone", None, {"git_head": benchlib.git_state([])[0]})
     trees = benchlib.trees(ROOT, args.before_tree, doc)
+    slots = {name: args.slots for name in trees}
+    if args.also_slots is not None:
+        name = f"slots_{args.also_slots}"
+        trees[name], slots[name] = trees["after"], args.also_slots
     commands = {name: worker_command(python, tree) for name, (python, tree) in trees.items()}
     starts = {name: appmaster_argv(python, tree) for name, (python, tree) in trees.items()}
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-job-alone-"))
@@ -193,7 +204,7 @@ def main() -> None:
             loads.append([round(x, 2) for x in os.getloadavg()])
             order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
             for name, (python, tree) in order:
-                results[name].append(one_job(python, tree, commands[name], args.instances, args.slots, work,
+                results[name].append(one_job(python, tree, commands[name], args.instances, slots[name], work,
                                            starts[name]))
             tp.log(f"round {r + 1}: " + ", ".join(
                 f"{name} {results[name][-1]['seconds']:.2f} s, cpu ms an instance "
@@ -202,7 +213,7 @@ def main() -> None:
                 + f", load {loads[-1]}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    doc.update({"instances": args.instances, "slots": args.slots, "worker_commands": commands,
+    doc.update({"instances": args.instances, "slots": slots, "worker_commands": commands,
                 "loadavg_per_round": loads})
     for name in trees:
         doc[name] = {"instances_per_s": tp.spread([args.instances / x["seconds"] for x in results[name]]),
@@ -211,13 +222,15 @@ def main() -> None:
                          for kind in ("appmaster", "workers", "instances")},
                      "cpu_ms_per_instance_all": tp.spread([1000 * (x["appmaster"] + x["workers"] + x["instances"])
                                                            / args.instances for x in results[name]])}
-    if "before" in trees:
-        doc["after_of_before_percent"] = {
+    for base in [name for name in trees if name != "after"]:
+        key = "after_of_before_percent" if base == "before" else f"{base}_of_after_percent"
+        first, second = ("after", base) if base == "before" else (base, "after")
+        doc[key] = {
             "cpu_all": tp.spread([100 * (a["appmaster"] + a["workers"] + a["instances"])
                                   / (b["appmaster"] + b["workers"] + b["instances"])
-                                  for a, b in zip(results["after"], results["before"])]),
+                                  for a, b in zip(results[first], results[second])]),
             "seconds": tp.spread([100 * a["seconds"] / b["seconds"]
-                                  for a, b in zip(results["after"], results["before"])])}
+                                  for a, b in zip(results[first], results[second])])}
     benchlib.finish(doc, started, load_start, args.out, tp.log, None)
 
 
