@@ -787,6 +787,114 @@ def test_a_pooled_cgroups_peak_is_read_and_reset_through_one_descriptor_and_a_sm
     assert not unpooled["cgroups_kept"] and unpooled["memory_peak_bytes"] == 500 and usage.name not in opened
 
 
+def test_a_pooled_tasks_end_files_stay_open_for_the_next_task_and_close_with_their_cgroups(tmp_path, monkeypatch):
+    """The shared supervisor keeps a pooled cgroup's end files (its OOM kill count, its peak) open from
+    one task to the next and reads them from their start (a cgroup file makes its text anew at each
+    such read): the second end opens neither, and still reads what they hold then, and resets the peak.
+    An end whose cgroups are removed closes them (the next end opens them anew); a task not pooled
+    reads them as a task supervisor does. The ``X`` line tells the bytes written to ``exit.json``."""
+    import json
+
+    from mesoslike.agent import shared_supervisor as shared
+    from mesoslike.agent import supervisor as sup
+
+    peak, oom = tmp_path / "memory.max_usage_in_bytes", tmp_path / "memory.oom_control"
+    files = shared.EndFiles(8)
+    opened: list[str] = []
+    real_open = os.open
+    for module in (sup.os, shared.os):   # one module: os (counted once a call)
+        monkeypatch.setattr(module, "open", lambda path, *args, **kwargs: (
+            opened.append(os.path.basename(str(path))), real_open(path, *args, **kwargs))[1])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "exit.json").write_bytes(sup.exit_placeholder())
+
+    def end(peak_bytes: int, kills: int = 0, pooled: bool = True) -> shared.SharedTask:
+        peak.write_text(f"{peak_bytes}\n")
+        oom.write_text(f"oom_kill_disable 0\nunder_oom 0\noom_kill {kills}\n")
+        task = shared.SharedTask(str(tmp_path / "run"), "fw/t")
+        task.end_files = files
+        task.launch = {"cgroups": [], "oom_events": [[str(oom), "oom_kill"]], "memory_peak": str(peak),
+                       "memory_usage": str(tmp_path / "usage"), "pooled": pooled, "user": "", "cwd": str(tmp_path)}
+        task.cgroups_emptied = True
+        opened.clear()
+        task.status_recorded = task.record(0, None, "", "")   # type: ignore[attr-defined]
+        return task
+
+    first = end(300_000)
+    assert first.status_recorded["cgroups_kept"] and sorted(opened) == sorted([oom.name, peak.name, "exit.json"])
+    assert peak.read_text().startswith("0")
+    second = end(200_000)
+    assert opened == ["exit.json"]   # neither cgroup file opened again
+    assert second.status_recorded["memory_peak_bytes"] == 200_000 and second.status_recorded["cgroups_kept"]
+    assert peak.read_text().startswith("0") and len(files.fds) == 2
+    killed = end(100_000, kills=1)   # an OOM kill: not kept, its files let go
+    assert killed.status_recorded["oom_kills"] == 1 and not killed.status_recorded["cgroups_kept"]
+    assert files.fds == {} and peak.read_text().startswith("100000")   # not reset
+    end(50_000)
+    assert sorted(opened) == sorted([oom.name, peak.name, "exit.json"])   # opened anew
+    unpooled = end(500, pooled=False)
+    assert sorted(opened) == sorted([oom.name, peak.name, "exit.json"]) and not unpooled.status_recorded["cgroups_kept"]
+    # the X line: exit.json's JSON as written, not encoded again
+    supervisor = shared.SharedSupervisor.__new__(shared.SharedSupervisor)
+    supervisor.conn, supervisor.outbox = object(), b""   # type: ignore[assignment]
+    supervisor.tell_status(unpooled, unpooled.status_recorded)
+    told = supervisor.outbox
+    assert told.startswith(b"X fw/t ") and told.endswith(b"\n") and told.count(b"\n") == 1
+    assert json.loads(told[len(b"X fw/t "):]) == unpooled.status_recorded == read_json(str(tmp_path / "run/exit.json"))
+    assert (tmp_path / "run/exit.json").read_bytes().startswith(told[len(b"X fw/t "):-1])
+    files.close()
+    assert files.fds == {}
+
+
+def test_an_inits_task_json_is_formatted_byte_for_byte_as_json_writes_it(tmp_path):
+    """A task started by an init helper gets its ``task.json`` made by formatting, not by ``json.dumps``:
+    the same bytes as :func:`.supervisor.write_run_file` writes (sorted keys), over a longer blank too."""
+    import json
+
+    from mesoslike.agent import shared_supervisor as shared
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "task.json").write_text("{" + " " * 200)   # longer than the record: cut
+    task = shared.SharedTask(str(tmp_path / "run"), "fw/t")
+    task.started_by, task.task_pid = "nsinit", 4321
+    supervisor = shared.SharedSupervisor.__new__(shared.SharedSupervisor)
+    supervisor.conn, supervisor.outbox = object(), b""   # type: ignore[assignment]
+    supervisor.started(task, 98765)
+    assert (tmp_path / "run" / "task.json").read_bytes() == json.dumps(
+        {"pid": 98765, "started": "nsinit", "init": 4321}, sort_keys=True).encode()
+    assert supervisor.outbox == b"S fw/t 98765\n"
+
+
+def test_an_end_file_kept_open_is_opened_anew_once_its_cgroup_is_removed_and_made_again(cgroups_root):  # noqa: F811
+    """A descriptor of a cgroup's file fails every read once the cgroup is removed (``ENODEV``), even
+    with another cgroup made at its path: the kept file is then opened anew by its path, so what is
+    read is always the cgroup the path names now (never a removed one's)."""
+    from agent_helpers import cgroup_bases
+    from mesoslike.agent import shared_supervisor as shared
+
+    memory = [base for base in cgroup_bases(cgroups_root) if "/memory" in base]
+    if not memory or not os.path.exists(os.path.join(memory[0].split("/memory")[0], "memory",
+                                                     "memory.max_usage_in_bytes")):
+        unavailable("no cgroup v1 memory hierarchy here (its memory.max_usage_in_bytes)")
+    os.makedirs(memory[0], exist_ok=True)
+    group = os.path.join(memory[0], "end-files")
+    os.mkdir(group)
+    files = shared.EndFiles(4)
+    try:
+        path = os.path.join(group, "memory.max_usage_in_bytes")
+        data, first = files.pread(path, os.O_RDWR, 64)
+        assert int(data) >= 0 and files.pread(path, os.O_RDWR, 64)[1] == first   # kept
+        os.rmdir(group)
+        with pytest.raises(OSError):
+            os.pread(first, 64, 0)
+        os.mkdir(group)
+        data, again = files.pread(path, os.O_RDWR, 64)   # the new cgroup's file
+        assert int(data) == 0 and list(files.fds.values()) == [again] and files.pread(path, os.O_RDWR, 64)[1] == again
+    finally:
+        files.close()
+        os.rmdir(group)
+
+
 def test_the_init_spec_is_its_fields_each_ended_by_nul_and_a_nul_inside_one_is_refused():
     """The spec is encoded as one string (os.fsencode once, not a call a field): byte for byte what
     encoding each field did, names undecodable as UTF-8 (surrogate escapes) kept, a NUL in any field

@@ -189,6 +189,74 @@ def safe_run(name: str) -> bool:
                                     for part in parts))
 
 
+class EndFiles:
+    """The memory cgroup files a pooled task's end reads — its OOM kill
+    count and its peak (read, then reset) — kept open from one task of a
+    pooled cgroup to the next, read with ``pread`` at 0 (a cgroup file
+    makes its text anew at each read from the start): an ``openat`` and a
+    ``close`` of each a task fewer, each a walk of a long path through
+    kernfs and a file made and freed (~12 µs of ~14 a task). A cgroup
+    removed (by this process, the agent's pool or its sweep) fails every
+    later read of such a descriptor (``ENODEV``, even with another cgroup
+    made at its path since): the file is then opened anew by its path, so
+    a read is always of the cgroup the path names now. At most
+    :attr:`limit` files are kept (the least recently read closed first:
+    each descriptor of a cgroup gone holds a kernfs node, not the cgroup)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.fds: dict[str, int] = {}   # path -> descriptor, the least recently read first
+
+    def pread(self, path: str, flags: int, size: int) -> tuple[bytes, int]:
+        """The file's bytes from its start and its descriptor (kept here:
+        never closed by the caller). Raises OSError as ``os.open`` or
+        ``os.pread`` of the path would."""
+        fd = self.fds.pop(path, -1)
+        if fd >= 0:
+            try:
+                data = os.pread(fd, size, 0)
+            except OSError:   # its cgroup removed: the path's file now, opened anew
+                os.close(fd)
+            else:
+                self.fds[path] = fd
+                return data, fd
+        fd = os.open(path, flags | os.O_CLOEXEC)
+        try:
+            data = os.pread(fd, size, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fds[path] = fd
+        while len(self.fds) > self.limit:
+            os.close(self.fds.pop(next(iter(self.fds))))
+        return data, fd
+
+    def forget(self, paths: list[str]) -> None:
+        """Close what is kept of these files (their cgroup is being removed)."""
+        for path in paths:
+            fd = self.fds.pop(path, -1)
+            if fd >= 0:
+                os.close(fd)
+
+    def close(self) -> None:
+        self.forget(list(self.fds))
+
+
+def _end_files_limit() -> int:
+    """How many cgroup files :class:`EndFiles` keeps open: two a pooled
+    cgroup, for as many as an agent pools and makes ahead (256 and spares),
+    within a quarter of this process's descriptors."""
+    import resource
+
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (OSError, ValueError):
+        soft = 1024
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(0, min(1024, soft // 4))
+
+
 class SharedTask(sup.Supervisor):
     """One task of the shared supervisor: a :class:`.supervisor.Supervisor`
     whose watching is the shared loop's. A task with namespaces is started
@@ -214,6 +282,48 @@ class SharedTask(sup.Supervisor):
         self.unrecorded_start: dict | None = None   # its task.json, not written: it had ended (started())
         #: the shared supervisor's tasks with a kill deadline (SharedSupervisor.killing), once it has one
         self.killing: dict[str, SharedTask] | None = None
+        #: the memory cgroup files kept open from one pooled task to the next (a pooled task's: EndFiles)
+        self.end_files: EndFiles | None = None
+        self.kept_peak_fd = -1   # the peak's descriptor read_peak took from end_files
+
+    def read_oom_kills(self) -> int:
+        """As a task supervisor's, through :attr:`end_files` (a pooled task's)."""
+        files = self.end_files
+        if files is None or self.launch.get("pooled") is not True:
+            return super().read_oom_kills()
+        kills = 0
+        for path, key in self.launch.get("oom_events", []):
+            try:
+                kills += sup.parse_flat_keyed(files.pread(path, os.O_RDONLY, 4096)[0]).get(key, 0)
+            except OSError:   # unreadable: none, as flat_keyed says
+                pass
+        return kills
+
+    def read_peak(self, to_reset: bool) -> tuple[int | None, int]:
+        """As a task supervisor's; a peak to reset (a pooled task's) through
+        :attr:`end_files`, whose descriptor stays open."""
+        files, path = self.end_files, self.launch.get("memory_peak") or ""
+        if files is None or not to_reset or not path:
+            return super().read_peak(to_reset)
+        try:
+            data, fd = files.pread(path, os.O_RDWR, 64)
+        except OSError:   # one that cannot be written (v2's memory.peak before Linux 6.12), or gone: read alone
+            return sup.read_int(path), -1
+        try:
+            peak = int(data.strip())
+        except ValueError:
+            return None, -1
+        self.kept_peak_fd = fd
+        return peak, fd
+
+    def done_with_peak(self, fd: int) -> None:
+        if fd != self.kept_peak_fd:   # end_files's stays open
+            os.close(fd)
+
+    def removing_cgroups(self) -> None:
+        if self.end_files is not None:
+            self.end_files.forget([path for path, _ in self.launch.get("oom_events", [])]
+                                  + [self.launch.get("memory_peak") or ""])
 
     def kill(self, grace: float) -> None:
         """As a task's own supervisor kills it; with a deadline for its
@@ -467,6 +577,8 @@ class SharedSupervisor:
         #: asked of it, in the order asked (it answers in that order)
         self.servers: dict[int, tuple[nsinit.Server, collections.deque[SharedTask]]] = {}
         self.host_proc = -1    # /proc, to find a task's pid from its helper's (opened once needed)
+        #: the pooled memory cgroups' end files, kept open from one task to the next
+        self.end_files = EndFiles(_end_files_limit())
         self.cleaning: list[SharedTask] = []
         #: epoll, not poll: a task's status pipe is watched while it runs, and poll(2) looked at
         #: every one of them each turn (8 % of this process's CPU in a 4,000-task burst, perf)
@@ -657,10 +769,13 @@ class SharedSupervisor:
 
     def tell_status(self, task: SharedTask, status: dict) -> None:
         """``X RUN STATUS``: what ``exit.json`` holds now (compact ASCII JSON),
-        told before the run's ``E`` so the agent need not read the file."""
+        told before the run's ``E`` so the agent need not read the file: the
+        bytes written there (:func:`.supervisor.write_exit_status`), not
+        encoded again."""
         if self.conn is None:
             return
-        self.outbox += f"X {task.name} ".encode("ascii") + json.dumps(status, separators=(",", ":")).encode("ascii") + b"\n"
+        text = task.exit_json or json.dumps(status, sort_keys=True, separators=(",", ":")).encode("ascii")
+        self.outbox += b"X " + task.name.encode("ascii") + b" " + text + b"\n"
 
     def flush(self) -> None:
         if self.conn is None or not self.outbox:
@@ -705,6 +820,7 @@ class SharedSupervisor:
         run_dir = os.path.join(self.tasks_root, name)
         task = SharedTask(run_dir, name, self.pid)
         task.killing = self.killing
+        task.end_files = self.end_files
         try:
             sup.overwrite(task.path(sup.SUPERVISOR_FILE), self.supervisor_record)   # sup.write_run_file's way
         except OSError as exc:
@@ -847,6 +963,9 @@ class SharedSupervisor:
             record["init"] = task.task_pid   # the init of its namespaces (its supervisor, as far as it sees)
         if task.task_status is not None:
             task.unrecorded_start = record
+        elif task.started_by == "nsinit" and type(pid) is int and type(task.task_pid) is int:
+            # write_run_file's bytes (json.dumps, sorted keys) made by formatting: a JSON encoding a start fewer
+            sup.overwrite(task.path(sup.TASK_FILE), b'{"init": %d, "pid": %d, "started": "nsinit"}' % (task.task_pid, pid))
         else:
             sup.write_run_file(task.path(sup.TASK_FILE), record)
         self.tell(f"S {task.name} {pid}")
@@ -962,9 +1081,14 @@ class SharedSupervisor:
     def reap(self, task: SharedTask) -> None:
         """The task's leader has ended: its group killed (the unreaped
         leader still pins the group id), then reaped; its cgroups emptied
-        before its end is recorded."""
+        before its end is recorded. The first process of a PID namespace
+        (an init helper's) needs no kill: its group is its own (``setpgid``)
+        and of its namespace, every process of which the kernel killed and
+        reaped before this zombie could be seen (:meth:`emptied`): one
+        ``kill`` a task fewer."""
         self.by_pid.pop(task.task_pid, None)
-        task.signal_group(signal.SIGKILL)
+        if not (task.started_by == "nsinit" and "pid" in task.launch.get("namespaces", ())):
+            task.signal_group(signal.SIGKILL)
         _, task.status = os.waitpid(task.task_pid, 0)
         if task.status_pipe >= 0:   # an init helper: all it said is in its pipe now
             pipe = task.status_pipe
@@ -1062,6 +1186,7 @@ class SharedSupervisor:
         if self.child_signals >= 0:
             os.close(self.child_signals)
             self.child_signals = -1
+        self.end_files.close()
 
 
 def _ignore(*_: object) -> None:

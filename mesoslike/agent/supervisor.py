@@ -94,7 +94,7 @@ __all__ = ["LAUNCH_FILE", "SUPERVISOR_FILE", "TASK_FILE", "EXIT_FILE", "LOG_FILE
            "EXIT_KEYS", "REASON_RECOVERY_TIMEOUT", "REASON_LAUNCH_FAILED", "REASON_HEALTH_CHECK_FAILED",
            "REASON_FETCH_FAILED", "REASON_CONTAINER_FAILED", "load_sibling", "write_atomically", "overwrite",
            "write_json_atomically", "read_json", "exit_placeholder", "process_start_ticks", "cgroup_pids",
-           "kill_cgroups", "join_cgroup", "flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
+           "kill_cgroups", "join_cgroup", "flat_keyed", "parse_flat_keyed", "read_int", "remove_cgroup", "LaunchProblem", "TaskUser", "resolve_user",
            "open_sandbox_file", "is_own_identity", "main", "serve_launches"]
 
 LAUNCH_FILE = "launch.json"
@@ -223,20 +223,24 @@ def write_run_file(path: str, value: dict) -> None:
     overwrite(path, json.dumps(value, sort_keys=True).encode())
 
 
-def write_exit_status(path: str, status: dict) -> None:
+def write_exit_status(path: str, status: dict) -> bytes:
     """``exit.json``, written over the placeholder the agent made
     (:func:`exit_placeholder`): in place, one page, padded to its size — no
     file made, none removed (issue 14), and no room needed on a full disk.
     No reader looks at it before this process has ended (the agent reads it
     once the supervisor is gone), so in place is whole to every reader. A
     status too long for the placeholder replaces it (:func:`write_atomically`),
-    or, if that fails (a full disk), goes in place all the same."""
-    data = json.dumps(status, sort_keys=True).encode()
+    or, if that fails (a full disk), goes in place all the same. Returns the
+    JSON written (compact, sorted, ASCII): the shared supervisor tells the
+    agent these bytes in its ``X`` line rather than encoding the status
+    twice."""
+    text = json.dumps(status, sort_keys=True, separators=(",", ":")).encode()
+    data = text
     if len(data) < EXIT_PLACEHOLDER_SIZE:
         data = _padded(data)
         try:
             overwrite(path, data, create=False)
-            return
+            return text
         except FileNotFoundError:   # no placeholder: made here
             pass
     try:
@@ -244,6 +248,7 @@ def write_exit_status(path: str, status: dict) -> None:
     except OSError as exc:
         say(f"cannot replace {path} ({exc}); writing it in place")
         overwrite(path, data)
+    return text
 
 
 def load_sibling(name: str):
@@ -498,6 +503,7 @@ class Supervisor:
         self.message = ""
         self.agent_seen_at = time.monotonic()
         self.cgroups_emptied = False   # the last kill_cgroups found none of the task's processes left
+        self.exit_json = b""   # what record() wrote to exit.json (unpadded), once it has
         self.next_agent_check = self.agent_seen_at
         self.user: TaskUser | None = None
         self.env: dict = {}
@@ -1039,6 +1045,24 @@ class Supervisor:
         self.cgroups_emptied = kill_cgroups(self.launch.get("cgroups", []))
         return self.cgroups_emptied
 
+    def read_oom_kills(self) -> int:
+        """The OOM kills the task's cgroups count (``oom_events``: ``[file, key]`` pairs)."""
+        return sum(flat_keyed(path).get(key, 0) for path, key in self.launch.get("oom_events", []))
+
+    def read_peak(self, to_reset: bool) -> tuple[int | None, int]:
+        """:func:`_read_peak` of the task's ``memory_peak``: the peak, and
+        with ``to_reset`` its file still open for :meth:`keep_cgroups`'s
+        reset (-1: none), handed to :meth:`done_with_peak` after."""
+        return _read_peak(self.launch.get("memory_peak") or "", to_reset)
+
+    def done_with_peak(self, fd: int) -> None:
+        """:meth:`read_peak`'s descriptor is no longer needed: closed (the
+        shared supervisor keeps a pooled cgroup's)."""
+        os.close(fd)
+
+    def removing_cgroups(self) -> None:
+        """The task's cgroups are about to be removed (not kept for another task)."""
+
     def keep_cgroups(self, peak: int | None = None, peak_fd: int = -1) -> bool:
         """The pooled cgroups of an ended task may serve another (the agent
         puts them back in its pool): emptied, next to no memory still
@@ -1088,8 +1112,8 @@ class Supervisor:
         """Write the task's end to ``exit.json``; returns what was written."""
         launch = self.launch
         self.take_back()
-        oom_kills = sum(flat_keyed(path).get(key, 0) for path, key in launch.get("oom_events", []))
-        peak, peak_fd = _read_peak(launch.get("memory_peak") or "", launch.get("pooled") is True and not oom_kills)
+        oom_kills = self.read_oom_kills()
+        peak, peak_fd = self.read_peak(launch.get("pooled") is True and not oom_kills)
         try:
             try:
                 self.release_container()
@@ -1098,15 +1122,16 @@ class Supervisor:
             kept = launch.get("pooled") is True and not oom_kills and self.keep_cgroups(peak, peak_fd)
         finally:
             if peak_fd >= 0:
-                os.close(peak_fd)
+                self.done_with_peak(peak_fd)
         if not kept:
+            self.removing_cgroups()
             for directory in launch.get("cgroups", []):
                 if not remove_cgroup(directory):
                     say(f"could not remove the cgroup {directory}")
         status = {"ended": True, "exit_code": exit_code, "signal": signum, "reason": reason, "message": message,
                   "killed": self.killed, "oom_kills": oom_kills, "memory_peak_bytes": peak, "ended_at": time.time(),
                   "cgroups_kept": kept}
-        write_exit_status(self.path(EXIT_FILE), status)
+        self.exit_json = write_exit_status(self.path(EXIT_FILE), status)
         return status
 
 
@@ -1272,12 +1297,16 @@ def kill_cgroups(directories: list[str]) -> bool:
 
 def flat_keyed(path: str) -> dict[str, int]:
     """A cgroup file of ``key value`` lines as a dict (empty if unreadable)."""
-    values: dict[str, int] = {}
     try:
-        lines = _read_small(path).decode("utf-8", "replace").splitlines()
+        return parse_flat_keyed(_read_small(path))
     except OSError:
-        return values
-    for line in lines:
+        return {}
+
+
+def parse_flat_keyed(data: bytes) -> dict[str, int]:
+    """:func:`flat_keyed` of a file's bytes."""
+    values: dict[str, int] = {}
+    for line in data.decode("utf-8", "replace").splitlines():
         key, _, value = line.partition(" ")
         try:
             values[key] = int(value)
