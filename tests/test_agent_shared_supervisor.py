@@ -1129,6 +1129,75 @@ def test_inits_say_their_lines_on_one_status_channel_under_their_tags(tmp_path):
         channel.close()
 
 
+def test_an_init_joins_its_cgroups_through_the_servers_descriptors_and_a_remade_cgroup_by_its_path(
+        tmp_path, cgroups_root):  # noqa: F811 (fixture)
+    """The init server holds the ``cgroup.procs`` of the cgroups its inits join open (inits29l): an init
+    joins each with one write to its copy of the descriptor, not opening the file by its path, and closes
+    the server's descriptors once joined (its task gets only its three). A cgroup removed and made again
+    under the same path is joined — the new one, by its path — and the server holds at most 56 such
+    descriptors (the least recently used let go)."""
+    from mesoslike.agent import nsinit
+
+    require_cgroups()
+    from agent_helpers import cgroup_bases
+    helper = require_init_helper(tmp_path / "meta")
+    bases = cgroup_bases(cgroups_root)
+    assert bases
+
+    def cgroup(name: str) -> list[str]:
+        made = [os.path.join(base, name) for base in bases]
+        for directory in made:
+            os.makedirs(directory, exist_ok=True)
+        return made
+
+    channel = nsinit.StatusChannel()
+    server = nsinit.Server(helper, channel=channel)
+    said: dict = collections.defaultdict(bytes)
+
+    def run(tag: int, cgroups: list[str], argv: list[str]) -> bytes:
+        spec = nsinit.encode_spec(namespaces=["pid", "mount"], hostname="", tmp="", keep=[], volumes=[],
+                                  user=None, cwd=str(tmp_path), env={}, argv=argv, cgroups=cgroups)
+        out = tmp_path / f"out{tag}"
+        assert server.submit_channel(tag, spec, str(out), str(tmp_path / "err"), None, False)
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or answers, 30, "the answer")
+        (pid,) = answers
+        os.waitpid(pid, 0)
+        for got, line in channel.read():
+            said[got] += line + b"\n"
+        assert said[tag].startswith(b"R ") and said[tag].endswith(b"X 0\n"), said[tag]
+        return out.read_bytes()
+
+    def held() -> set[str]:
+        fds = f"/proc/{server.pid}/fd"
+        return {os.readlink(os.path.join(fds, name)) for name in os.listdir(fds)
+                if os.readlink(os.path.join(fds, name)).endswith("/cgroup.procs")}
+
+    try:
+        first = cgroup("first")
+        shown = run(1, first, ["/bin/sh", "-c", "cat /proc/self/cgroup; echo --; ls /proc/self/fd"]).decode()
+        lines, fds = shown.split("--\n")
+        assert sum(line.endswith(f"/{cgroups_root}/first") for line in lines.split()) == len(bases), lines
+        assert fds.split() == ["0", "1", "2", "3"], fds   # 3: ls's own listing
+        assert held() == {os.path.join(directory, "cgroup.procs") for directory in first}
+        # removed and made again under its name: the new cgroup is joined, not the one the server holds
+        for directory in first:
+            os.rmdir(directory)
+        first = cgroup("first")
+        listing = "; ".join(f"echo --; cat {directory}/cgroup.procs" for directory in first)
+        again = run(2, first, ["/bin/sh", "-c", f"cat /proc/self/cgroup; {listing}"]).decode().split("--\n")
+        assert sum(line.endswith(f"/{cgroups_root}/first") for line in again[0].split()) == len(bases), again
+        # the new cgroups' own members: the init, its task and the task's cat (their pids as the cat sees them)
+        assert all(len(members.split()) >= 3 for members in again[1:]) and len(again) == len(bases) + 1, again
+        # many cgroups: the server holds a bounded number of their descriptors
+        for number in range(60 // len(bases) + 2):
+            run(10 + number, cgroup(f"many{number}"), ["/bin/true"])
+        assert len(held()) <= 56
+    finally:
+        server.close()
+        channel.close()
+
+
 def test_the_shared_supervisor_opens_no_pipe_a_task_with_a_channel_helper(ns_executor):
     """The shared supervisor's tasks with namespaces say their lines on its one status channel: however
     many run, the shared supervisor holds no pipe per task, and their starts and ends arrive as before."""

@@ -447,10 +447,27 @@ static void loopback_up(void) {
     close(sock);
 }
 
+/* The pooled cgroups' cgroup.procs, held open by a server (cached_procs): the
+ * descriptors (this clone's copies) of the spec's first "cgroup" records,
+ * noted by the server just before it cloned this init (note_cgroups), each
+ * with the record's place in the request — the very pointer parse_spec then
+ * takes from this clone's copy of it; none for an init not cloned from an
+ * inline or channel request. */
+#define JOINED_MAX 8
+static int joined_fd[JOINED_MAX];
+static const char *joined_path[JOINED_MAX];
+static size_t joined_count;
+
 /* Into the task's cgroups, before anything of the task runs (its first
  * instruction is in them) and before this process does the task's work. */
 static void join_cgroups(const struct spec *s) {
     for (size_t i = 0; i < s->ncgroups; i++) {
+        /* through the server's descriptor of its cgroup.procs (one write: no path walked, no file
+         * opened and released); by its path if there is none, or if the write fails (a cgroup removed
+         * since the server opened it says ENODEV; any other error is met again by the path) */
+        if (i < joined_count && joined_path[i] == s->cgroups[i] && joined_fd[i] >= 0
+            && write(joined_fd[i], "0", 1) == 1)
+            continue;
         char path[PATH_MAX];
         if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
             fail("a cgroup's path is too long");
@@ -687,6 +704,8 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
     else
         read_spec(&s);
     join_cgroups(&s);
+    if (joined_count > 0)   /* the server's cgroup.procs descriptors (become_init_inline kept them) */
+        close_from(STATUS_FD + 1);
     /* the host's /proc, before enter() mounts the namespace's on it: where
      * the task's host pid is read (host_pid_of_task) */
     int host_proc = s.pid ? open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
@@ -882,7 +901,8 @@ static void become_init_inline(int status, const char *out_path, const char *err
     }   /* else a channel request's: fd 4 is the server's status channel already (close-on-exec: serve) */
     status_fd = STATUS_FD;
     close(SERVER_FD);   /* the server's socket: never the init's */
-    close_from(STATUS_FD + 1);
+    if (joined_count == 0)   /* else once the cgroups are joined (init_main): their descriptors are among these */
+        close_from(STATUS_FD + 1);
     int out = open_output(out_path, owner, uid, gid);
     int err = open_output(err_path, owner, uid, gid);
     if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
@@ -910,6 +930,115 @@ static const char inline_feature[] = "nsinit-feature:inline-spec-1";
 static const char channel_feature[] = "nsinit-feature:status-channel-2";
 /* whether this server was started with its status channel on fd 4 (a pipe) */
 static int has_channel;
+
+/* The cgroup.procs of the cgroups the inits join, held open by the server:
+ * an init writes to its copy of the descriptor (join_cgroups), not opening
+ * the file by its path — a walk of six or seven components through kernfs,
+ * the file's open and its release, ~7 us a cgroup, four a task (v1), while
+ * the write itself is the same. The agent reuses its tasks' cgroups
+ * (a pool, last in first out), so few paths recur. At most CGROUP_CACHE,
+ * the least recently used let go first (fds 5-63 of the server: the clone's
+ * copy of its descriptor table stays the small one). A cgroup removed while
+ * held: the write says ENODEV and the init opens the path (a new cgroup of
+ * the same name is joined, never the old one); its entry is let go once it
+ * is the least used. */
+#define CGROUP_CACHE 56
+/* a longer path is not held (its init opens it); in place, not on the heap: the server allocates
+ * nothing that would put its inits' own allocations on pages more */
+#define CACHED_PATH 232
+static struct cached_cgroup {
+    unsigned long long hash;
+    unsigned long used;
+    int fd;
+    char path[CACHED_PATH];
+} cgroup_cache[CGROUP_CACHE];
+static size_t cgroups_cached;
+static unsigned long cgroup_clock;
+
+static unsigned long long path_hash(const char *path) {
+    unsigned long long hash = 1469598103934665603ULL;   /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++)
+        hash = (hash ^ *c) * 1099511628211ULL;
+    return hash;
+}
+
+/* The server's descriptor of DIRECTORY/cgroup.procs (opened as an init
+ * opens it), or -1 (then the init opens it, and says why not if it cannot). */
+static int cached_procs(const char *directory) {
+    size_t length = strlen(directory);
+    if (directory[0] != '/' || length >= CACHED_PATH)
+        return -1;
+    unsigned long long hash = path_hash(directory);
+    struct cached_cgroup *slot = NULL;
+    for (size_t i = 0; i < cgroups_cached; i++) {
+        struct cached_cgroup *entry = &cgroup_cache[i];
+        if (entry->hash == hash && strcmp(entry->path, directory) == 0) {
+            entry->used = ++cgroup_clock;
+            return entry->fd;
+        }
+        if (slot == NULL || entry->used < slot->used)
+            slot = entry;
+    }
+    char path[CACHED_PATH + sizeof "/cgroup.procs"];
+    memcpy(path, directory, length);
+    memcpy(path + length, "/cgroup.procs", sizeof "/cgroup.procs");
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    if (cgroups_cached < CGROUP_CACHE)
+        slot = &cgroup_cache[cgroups_cached++];
+    else   /* the least recently used let go */
+        close(slot->fd);
+    slot->hash = hash;
+    slot->used = ++cgroup_clock;
+    slot->fd = fd;
+    memcpy(slot->path, directory, length + 1);
+    return fd;
+}
+
+/* The spec of a request in [at, end) (its records as parse_spec reads
+ * them): each "cgroup" record's cgroup.procs descriptor (cached_procs) and
+ * its place noted for the init about to be cloned (join_cgroups); nothing
+ * noted for a spec that does not follow the records to its "end" (parse_spec
+ * in the init says what is wrong with it). */
+static void note_cgroups(char *at, char *end) {
+    size_t count = 0;
+    joined_count = 0;
+    while (at < end) {
+        const char *tag = request_field(&at, end);
+        if (tag == NULL)
+            return;
+        int fields;
+        if (strcmp(tag, "cgroup") == 0) {
+            const char *directory = request_field(&at, end);
+            if (directory == NULL)
+                return;
+            if (count < JOINED_MAX) {   /* the rest joined by their paths */
+                joined_path[count] = directory;
+                joined_fd[count++] = cached_procs(directory);
+            }
+            continue;
+        }
+        if (strcmp(tag, "end") == 0) {
+            joined_count = count;
+            return;
+        }
+        if (strcmp(tag, "keep") == 0)
+            fields = 2;
+        else if (strcmp(tag, "volume") == 0)
+            fields = 5;
+        else if (strcmp(tag, "user") == 0)
+            fields = 3;
+        else if (strcmp(tag, "ns") == 0 || strcmp(tag, "hostname") == 0 || strcmp(tag, "tmp") == 0
+                 || strcmp(tag, "cwd") == 0 || strcmp(tag, "env") == 0 || strcmp(tag, "arg") == 0)
+            fields = 1;
+        else
+            return;
+        while (fields-- > 0)
+            if (request_field(&at, end) == NULL)
+                return;
+    }
+}
 
 /* An inline request: "S", "P" or "N", then NUL-terminated fields: the
  * task's stdout and stderr paths, their owner ("" or "UID:GID"), and the
@@ -951,6 +1080,7 @@ static void serve_inline(char *request, size_t size, int fd) {
         answer("F a bad request to the namespace init server");
         return;
     }
+    note_cgroups(at, end);
     unsigned long flags = CLONE_PARENT | (request[1] == 'P' ? CLONE_NEWPID : 0);
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid == 0) {
@@ -958,6 +1088,7 @@ static void serve_inline(char *request, size_t size, int fd) {
             strcpy(status_tag, tag);   /* checked to fit above */
         become_init_inline(fd, out_path, err_path, owned, (uid_t)uid, (gid_t)gid, at, (size_t)(end - at));
     }
+    joined_count = 0;   /* the init's, noted in its copy: the server's stays none */
     int error = errno;
     if (fd >= 0)
         close(fd);
