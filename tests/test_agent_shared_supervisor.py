@@ -1129,13 +1129,13 @@ def test_inits_say_their_lines_on_one_status_channel_under_their_tags(tmp_path):
         channel.close()
 
 
-def test_an_init_joins_its_cgroups_through_the_servers_descriptors_and_a_remade_cgroup_by_its_path(
+def test_an_init_opens_its_cgroups_from_the_servers_descriptors_of_their_parents_and_a_remade_one_by_its_path(
         tmp_path, cgroups_root):  # noqa: F811 (fixture)
-    """The init server holds the ``cgroup.procs`` of the cgroups its inits join open (inits29l): an init
-    joins each with one write to its copy of the descriptor, not opening the file by its path, and closes
-    the server's descriptors once joined (its task gets only its three). A cgroup removed and made again
-    under the same path is joined — the new one, by its path — and the server holds at most 56 such
-    descriptors (the least recently used let go)."""
+    """The init server holds the cgroups' parent directories open (inits29l): an init opens each
+    ``cgroup.procs`` from its copy of its parent's descriptor (two names walked, not the whole path), and
+    closes the server's descriptors once joined (its task gets only its three). A parent removed and made
+    again under the same path, with the cgroup in it, is joined — the new one, by its whole path — and
+    the server holds at most 8 parents (the least recently used let go)."""
     from mesoslike.agent import nsinit
 
     require_cgroups()
@@ -1144,8 +1144,8 @@ def test_an_init_joins_its_cgroups_through_the_servers_descriptors_and_a_remade_
     bases = cgroup_bases(cgroups_root)
     assert bases
 
-    def cgroup(name: str) -> list[str]:
-        made = [os.path.join(base, name) for base in bases]
+    def cgroup(parent: str, name: str) -> list[str]:
+        made = [os.path.join(base, parent, name) for base in bases]
         for directory in made:
             os.makedirs(directory, exist_ok=True)
         return made
@@ -1171,31 +1171,43 @@ def test_an_init_joins_its_cgroups_through_the_servers_descriptors_and_a_remade_
     def held() -> set[str]:
         fds = f"/proc/{server.pid}/fd"
         return {os.readlink(os.path.join(fds, name)) for name in os.listdir(fds)
-                if os.readlink(os.path.join(fds, name)).endswith("/cgroup.procs")}
+                if os.readlink(os.path.join(fds, name)).startswith("/sys/fs/cgroup/")}
+
+    def shown_in(lines: str, name: str) -> int:
+        return sum(line.endswith(f"/{cgroups_root}/outer/{name}") for line in lines.split())
 
     try:
-        first = cgroup("first")
+        first = cgroup("outer", "first")
         shown = run(1, first, ["/bin/sh", "-c", "cat /proc/self/cgroup; echo --; ls /proc/self/fd"]).decode()
         lines, fds = shown.split("--\n")
-        assert sum(line.endswith(f"/{cgroups_root}/first") for line in lines.split()) == len(bases), lines
+        assert shown_in(lines, "first") == len(bases), lines
         assert fds.split() == ["0", "1", "2", "3"], fds   # 3: ls's own listing
-        assert held() == {os.path.join(directory, "cgroup.procs") for directory in first}
-        # removed and made again under its name: the new cgroup is joined, not the one the server holds
-        for directory in first:
+        assert held() == {os.path.dirname(directory) for directory in first}
+        second = cgroup("outer", "second")   # another cgroup of the same parents: nothing more held
+        assert shown_in(run(2, second, ["/bin/cat", "/proc/self/cgroup"]).decode(), "second") == len(bases)
+        assert held() == {os.path.dirname(directory) for directory in first}
+        # the parents removed and made again under their names: the new cgroups are joined
+        for directory in first + second:
             os.rmdir(directory)
-        first = cgroup("first")
+        for directory in first:
+            os.rmdir(os.path.dirname(directory))
+        first = cgroup("outer", "first")
         listing = "; ".join(f"echo --; cat {directory}/cgroup.procs" for directory in first)
-        again = run(2, first, ["/bin/sh", "-c", f"cat /proc/self/cgroup; {listing}"]).decode().split("--\n")
-        assert sum(line.endswith(f"/{cgroups_root}/first") for line in again[0].split()) == len(bases), again
+        again = run(3, first, ["/bin/sh", "-c", f"cat /proc/self/cgroup; {listing}"]).decode().split("--\n")
+        assert shown_in(again[0], "first") == len(bases), again
         # the new cgroups' own members: the init, its task and the task's cat (their pids as the cat sees them)
         assert all(len(members.split()) >= 3 for members in again[1:]) and len(again) == len(bases) + 1, again
-        # many cgroups: the server holds a bounded number of their descriptors
-        for number in range(60 // len(bases) + 2):
-            run(10 + number, cgroup(f"many{number}"), ["/bin/true"])
-        assert len(held()) <= 56
+        # many parents: the server holds a bounded number of them
+        for number in range(12):
+            run(10 + number, cgroup(f"outer{number}", "c"), ["/bin/true"])
+        assert 0 < len(held()) <= 8
     finally:
         server.close()
         channel.close()
+        for base in bases:   # the nested ones (the fixture removes those right below the root)
+            for parent, _, _ in sorted(os.walk(base), key=lambda walked: -len(walked[0])):
+                if parent != base and not cgroup_pids(parent):
+                    os.rmdir(parent)
 
 
 def test_the_shared_supervisor_opens_no_pipe_a_task_with_a_channel_helper(ns_executor):

@@ -447,31 +447,40 @@ static void loopback_up(void) {
     close(sock);
 }
 
-/* The pooled cgroups' cgroup.procs, held open by a server (cached_procs): the
- * descriptors (this clone's copies) of the spec's first "cgroup" records,
- * noted by the server just before it cloned this init (note_cgroups), each
- * with the record's place in the request — the very pointer parse_spec then
- * takes from this clone's copy of it; none for an init not cloned from an
- * inline or channel request. */
+/* The cgroups' parent directories, held open by a server (cached_parent):
+ * for each of the spec's first "cgroup" records, noted by the server just
+ * before it cloned this init (note_cgroups), this clone's copy of the
+ * descriptor of its parent and its own name's place in the request — the
+ * record's, the very pointer parse_spec then takes from this clone's copy
+ * of it being joined_path; none for an init not cloned from an inline or
+ * channel request. */
 #define JOINED_MAX 8
 static int joined_fd[JOINED_MAX];
-static const char *joined_path[JOINED_MAX];
+static const char *joined_path[JOINED_MAX], *joined_name[JOINED_MAX];
 static size_t joined_count;
 
 /* Into the task's cgroups, before anything of the task runs (its first
  * instruction is in them) and before this process does the task's work. */
 static void join_cgroups(const struct spec *s) {
     for (size_t i = 0; i < s->ncgroups; i++) {
-        /* through the server's descriptor of its cgroup.procs (one write: no path walked, no file
-         * opened and released); by its path if there is none, or if the write fails (a cgroup removed
-         * since the server opened it says ENODEV; any other error is met again by the path) */
-        if (i < joined_count && joined_path[i] == s->cgroups[i] && joined_fd[i] >= 0
-            && write(joined_fd[i], "0", 1) == 1)
-            continue;
         char path[PATH_MAX];
-        if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
-            fail("a cgroup's path is too long");
-        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        int fd = -1;
+        /* from the server's descriptor of its parent (two names walked, not the whole path through
+         * /sys); by its whole path if there is none, or if that fails (a parent removed since the
+         * server opened it finds nothing: the whole path, as ever, says why) */
+        if (i < joined_count && joined_path[i] == s->cgroups[i] && joined_fd[i] >= 0) {
+            size_t length = strlen(joined_name[i]);
+            if (length + sizeof "/cgroup.procs" <= sizeof path) {
+                memcpy(path, joined_name[i], length);
+                memcpy(path + length, "/cgroup.procs", sizeof "/cgroup.procs");
+                fd = openat(joined_fd[i], path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+            }
+        }
+        if (fd < 0) {
+            if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
+                fail("a cgroup's path is too long");
+            fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        }
         if (fd < 0 || write(fd, "0", 1) != 1)
             fail("cannot join the cgroup %s: %s", s->cgroups[i], strerror(errno));
         close(fd);
@@ -704,7 +713,7 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
     else
         read_spec(&s);
     join_cgroups(&s);
-    if (joined_count > 0)   /* the server's cgroup.procs descriptors (become_init_inline kept them) */
+    if (joined_count > 0)   /* the server's descriptors of the parents (become_init_inline kept them) */
         close_from(STATUS_FD + 1);
     /* the host's /proc, before enter() mounts the namespace's on it: where
      * the task's host pid is read (host_pid_of_task) */
@@ -931,76 +940,75 @@ static const char channel_feature[] = "nsinit-feature:status-channel-2";
 /* whether this server was started with its status channel on fd 4 (a pipe) */
 static int has_channel;
 
-/* The cgroup.procs of the cgroups the inits join, held open by the server:
- * an init writes to its copy of the descriptor (join_cgroups), not opening
- * the file by its path — a walk of six or seven components through kernfs,
- * the file's open and its release, ~7 us a cgroup, four a task (v1), while
- * the write itself is the same. The agent reuses its tasks' cgroups
- * (a pool, last in first out), so few paths recur. At most CGROUP_CACHE,
- * the least recently used let go first (fds 5-63 of the server: the clone's
- * copy of its descriptor table stays the small one). A cgroup removed while
- * held: the write says ENODEV and the init opens the path (a new cgroup of
- * the same name is joined, never the old one); its entry is let go once it
- * is the least used. */
-#define CGROUP_CACHE 56
-/* a longer path is not held (its init opens it); in place, not on the heap: the server allocates
- * nothing that would put its inits' own allocations on pages more */
+/* The parent directories of the cgroups the inits join (O_PATH), held open
+ * by the server: an init opens a cgroup's cgroup.procs from its copy of its
+ * parent's descriptor (join_cgroups), walking two names, not the six or
+ * seven of the whole path through /sys and kernfs (~2 us a cgroup, four a
+ * task). The agent's cgroups of a hierarchy share one parent, so few are
+ * held: at most CGROUP_PARENTS, the least recently used let go. (The
+ * cgroup.procs themselves, held, would spare the open and the release as
+ * well, but the agent's pool hands out hundreds of cgroups in turn: a cache
+ * the clone's descriptor table can carry cheaply missed every time.) */
+#define CGROUP_PARENTS 8
+/* a longer path is not held (its init opens it whole); in place, not on the heap: the server allocates
+ * nothing that would put its inits' own allocations on more pages */
 #define CACHED_PATH 232
-static struct cached_cgroup {
+static struct cached_parent {
     unsigned long long hash;
     unsigned long used;
     int fd;
     char path[CACHED_PATH];
-} cgroup_cache[CGROUP_CACHE];
-static size_t cgroups_cached;
-static unsigned long cgroup_clock;
+} parent_cache[CGROUP_PARENTS];
+static size_t parents_cached;
+static unsigned long parent_clock;
 
-static unsigned long long path_hash(const char *path) {
+static unsigned long long path_hash(const char *path, size_t length) {
     unsigned long long hash = 1469598103934665603ULL;   /* FNV-1a */
-    for (const unsigned char *c = (const unsigned char *)path; *c; c++)
-        hash = (hash ^ *c) * 1099511628211ULL;
+    for (size_t i = 0; i < length; i++)
+        hash = (hash ^ (unsigned char)path[i]) * 1099511628211ULL;
     return hash;
 }
 
-/* The server's descriptor of DIRECTORY/cgroup.procs (opened as an init
- * opens it), or -1 (then the init opens it, and says why not if it cannot). */
-static int cached_procs(const char *directory) {
-    size_t length = strlen(directory);
-    if (directory[0] != '/' || length >= CACHED_PATH)
+/* The server's descriptor of the directory DIRECTORY[0:length] (opened
+ * O_PATH, as the whole path's walk would reach it), or -1 (then the init
+ * walks the whole path). */
+static int cached_parent(const char *directory, size_t length) {
+    if (length == 0 || length >= CACHED_PATH)
         return -1;
-    unsigned long long hash = path_hash(directory);
-    struct cached_cgroup *slot = NULL;
-    for (size_t i = 0; i < cgroups_cached; i++) {
-        struct cached_cgroup *entry = &cgroup_cache[i];
-        if (entry->hash == hash && strcmp(entry->path, directory) == 0) {
-            entry->used = ++cgroup_clock;
+    unsigned long long hash = path_hash(directory, length);
+    struct cached_parent *slot = NULL;
+    for (size_t i = 0; i < parents_cached; i++) {
+        struct cached_parent *entry = &parent_cache[i];
+        if (entry->hash == hash && strncmp(entry->path, directory, length) == 0 && entry->path[length] == '\0') {
+            entry->used = ++parent_clock;
             return entry->fd;
         }
         if (slot == NULL || entry->used < slot->used)
             slot = entry;
     }
-    char path[CACHED_PATH + sizeof "/cgroup.procs"];
+    char path[CACHED_PATH];
     memcpy(path, directory, length);
-    memcpy(path + length, "/cgroup.procs", sizeof "/cgroup.procs");
-    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    path[length] = '\0';
+    int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    if (cgroups_cached < CGROUP_CACHE)
-        slot = &cgroup_cache[cgroups_cached++];
+    if (parents_cached < CGROUP_PARENTS)
+        slot = &parent_cache[parents_cached++];
     else   /* the least recently used let go */
         close(slot->fd);
     slot->hash = hash;
-    slot->used = ++cgroup_clock;
+    slot->used = ++parent_clock;
     slot->fd = fd;
-    memcpy(slot->path, directory, length + 1);
+    memcpy(slot->path, path, length + 1);
     return fd;
 }
 
 /* The spec of a request in [at, end) (its records as parse_spec reads
- * them): each "cgroup" record's cgroup.procs descriptor (cached_procs) and
+ * them): each "cgroup" record's parent's descriptor (cached_parent) and
  * its place noted for the init about to be cloned (join_cgroups); nothing
  * noted for a spec that does not follow the records to its "end" (parse_spec
  * in the init says what is wrong with it). */
+__attribute__((noinline))   /* its frame (and cached_parent's) gone before the clone: the init's stack starts no deeper */
 static void note_cgroups(char *at, char *end) {
     size_t count = 0;
     joined_count = 0;
@@ -1014,8 +1022,12 @@ static void note_cgroups(char *at, char *end) {
             if (directory == NULL)
                 return;
             if (count < JOINED_MAX) {   /* the rest joined by their paths */
+                const char *slash = strrchr(directory, '/');
+                int named = directory[0] == '/' && slash != NULL && slash[1] != '\0' && strcmp(slash + 1, ".") != 0
+                            && strcmp(slash + 1, "..") != 0;
                 joined_path[count] = directory;
-                joined_fd[count++] = cached_procs(directory);
+                joined_name[count] = named ? slash + 1 : "";
+                joined_fd[count++] = named ? cached_parent(directory, (size_t)(slash - directory)) : -1;
             }
             continue;
         }
