@@ -945,7 +945,10 @@ static int has_channel;
  * parent's descriptor (join_cgroups), walking two names, not the six or
  * seven of the whole path through /sys and kernfs (~2 us a cgroup, four a
  * task). The agent's cgroups of a hierarchy share one parent, so few are
- * held: at most CGROUP_PARENTS, the least recently used let go. (The
+ * held: at most CGROUP_PARENTS, the least recently used let go. A parent
+ * removed while held finds nothing below it (the init walks the whole
+ * path); one renamed while held would still be the one reached (the agent
+ * renames no parent: its bases stay where they are made). (The
  * cgroup.procs themselves, held, would spare the open and the release as
  * well, but the agent's pool hands out hundreds of cgroups in turn: a cache
  * the clone's descriptor table can carry cheaply missed every time.) */
