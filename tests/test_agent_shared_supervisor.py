@@ -1237,6 +1237,87 @@ def test_inits_say_their_lines_on_one_status_channel_under_their_tags(tmp_path):
         channel.close()
 
 
+def test_an_init_opens_its_cgroups_from_the_servers_descriptors_of_their_parents_and_a_remade_one_by_its_path(
+        tmp_path, cgroups_root):  # noqa: F811 (fixture)
+    """The init server holds the cgroups' parent directories open (inits29l): an init opens each
+    ``cgroup.procs`` from its copy of its parent's descriptor (two names walked, not the whole path), and
+    closes the server's descriptors once joined (its task gets only its three). A parent removed and made
+    again under the same path, with the cgroup in it, is joined — the new one, by its whole path — and
+    the server holds at most 8 parents (the least recently used let go)."""
+    from mesoslike.agent import nsinit
+
+    require_cgroups()
+    from agent_helpers import cgroup_bases
+    helper = require_init_helper(tmp_path / "meta")
+    bases = cgroup_bases(cgroups_root)
+    assert bases
+
+    def cgroup(parent: str, name: str) -> list[str]:
+        made = [os.path.join(base, parent, name) for base in bases]
+        for directory in made:
+            os.makedirs(directory, exist_ok=True)
+        return made
+
+    channel = nsinit.StatusChannel()
+    server = nsinit.Server(helper, channel=channel)
+    said: dict = collections.defaultdict(bytes)
+
+    def run(tag: int, cgroups: list[str], argv: list[str]) -> bytes:
+        spec = nsinit.encode_spec(namespaces=["pid", "mount"], hostname="", tmp="", keep=[], volumes=[],
+                                  user=None, cwd=str(tmp_path), env={}, argv=argv, cgroups=cgroups)
+        out = tmp_path / f"out{tag}"
+        assert server.submit_channel(tag, spec, str(out), str(tmp_path / "err"), None, False)
+        answers: list = []
+        wait_until(lambda: answers.extend(server.answers(wait=True)) or answers, 30, "the answer")
+        (pid,) = answers
+        os.waitpid(pid, 0)
+        for got, line in channel.read():
+            said[got] += line + b"\n"
+        assert said[tag].startswith(b"R ") and said[tag].endswith(b"X 0\n"), said[tag]
+        return out.read_bytes()
+
+    def held() -> set[str]:
+        fds = f"/proc/{server.pid}/fd"
+        return {os.readlink(os.path.join(fds, name)) for name in os.listdir(fds)
+                if os.readlink(os.path.join(fds, name)).startswith("/sys/fs/cgroup/")}
+
+    def shown_in(lines: str, name: str) -> int:
+        return sum(line.endswith(f"/{cgroups_root}/outer/{name}") for line in lines.split())
+
+    try:
+        first = cgroup("outer", "first")
+        shown = run(1, first, ["/bin/sh", "-c", "cat /proc/self/cgroup; echo --; ls /proc/self/fd"]).decode()
+        lines, fds = shown.split("--\n")
+        assert shown_in(lines, "first") == len(bases), lines
+        assert fds.split() == ["0", "1", "2", "3"], fds   # 3: ls's own listing
+        assert held() == {os.path.dirname(directory) for directory in first}
+        second = cgroup("outer", "second")   # another cgroup of the same parents: nothing more held
+        assert shown_in(run(2, second, ["/bin/cat", "/proc/self/cgroup"]).decode(), "second") == len(bases)
+        assert held() == {os.path.dirname(directory) for directory in first}
+        # the parents removed and made again under their names: the new cgroups are joined
+        for directory in first + second:
+            os.rmdir(directory)
+        for directory in first:
+            os.rmdir(os.path.dirname(directory))
+        first = cgroup("outer", "first")
+        listing = "; ".join(f"echo --; cat {directory}/cgroup.procs" for directory in first)
+        again = run(3, first, ["/bin/sh", "-c", f"cat /proc/self/cgroup; {listing}"]).decode().split("--\n")
+        assert shown_in(again[0], "first") == len(bases), again
+        # the new cgroups' own members: the init, its task and the task's cat (their pids as the cat sees them)
+        assert all(len(members.split()) >= 3 for members in again[1:]) and len(again) == len(bases) + 1, again
+        # many parents: the server holds a bounded number of them
+        for number in range(12):
+            run(10 + number, cgroup(f"outer{number}", "c"), ["/bin/true"])
+        assert 0 < len(held()) <= 8
+    finally:
+        server.close()
+        channel.close()
+        for base in bases:   # the nested ones (the fixture removes those right below the root)
+            for parent, _, _ in sorted(os.walk(base), key=lambda walked: -len(walked[0])):
+                if parent != base and not cgroup_pids(parent):
+                    os.rmdir(parent)
+
+
 def test_the_shared_supervisor_opens_no_pipe_a_task_with_a_channel_helper(ns_executor):
     """The shared supervisor's tasks with namespaces say their lines on its one status channel: however
     many run, the shared supervisor holds no pipe per task, and their starts and ends arrive as before."""

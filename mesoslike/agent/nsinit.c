@@ -447,14 +447,40 @@ static void loopback_up(void) {
     close(sock);
 }
 
+/* The cgroups' parent directories, held open by a server (cached_parent):
+ * for each of the spec's first "cgroup" records, noted by the server just
+ * before it cloned this init (note_cgroups), this clone's copy of the
+ * descriptor of its parent and its own name's place in the request — the
+ * record's, the very pointer parse_spec then takes from this clone's copy
+ * of it being joined_path; none for an init not cloned from an inline or
+ * channel request. */
+#define JOINED_MAX 8
+static int joined_fd[JOINED_MAX];
+static const char *joined_path[JOINED_MAX], *joined_name[JOINED_MAX];
+static size_t joined_count;
+
 /* Into the task's cgroups, before anything of the task runs (its first
  * instruction is in them) and before this process does the task's work. */
 static void join_cgroups(const struct spec *s) {
     for (size_t i = 0; i < s->ncgroups; i++) {
         char path[PATH_MAX];
-        if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
-            fail("a cgroup's path is too long");
-        int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        int fd = -1;
+        /* from the server's descriptor of its parent (two names walked, not the whole path through
+         * /sys); by its whole path if there is none, or if that fails (a parent removed since the
+         * server opened it finds nothing: the whole path, as ever, says why) */
+        if (i < joined_count && joined_path[i] == s->cgroups[i] && joined_fd[i] >= 0) {
+            size_t length = strlen(joined_name[i]);
+            if (length + sizeof "/cgroup.procs" <= sizeof path) {
+                memcpy(path, joined_name[i], length);
+                memcpy(path + length, "/cgroup.procs", sizeof "/cgroup.procs");
+                fd = openat(joined_fd[i], path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+            }
+        }
+        if (fd < 0) {
+            if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
+                fail("a cgroup's path is too long");
+            fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        }
         if (fd < 0 || write(fd, "0", 1) != 1)
             fail("cannot join the cgroup %s: %s", s->cgroups[i], strerror(errno));
         close(fd);
@@ -687,6 +713,8 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
     else
         read_spec(&s);
     join_cgroups(&s);
+    if (joined_count > 0)   /* the server's descriptors of the parents (become_init_inline kept them) */
+        close_from(STATUS_FD + 1);
     /* the host's /proc, before enter() mounts the namespace's on it: where
      * the task's host pid is read (host_pid_of_task) */
     int host_proc = s.pid ? open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
@@ -882,7 +910,8 @@ static void become_init_inline(int status, const char *out_path, const char *err
     }   /* else a channel request's: fd 4 is the server's status channel already (close-on-exec: serve) */
     status_fd = STATUS_FD;
     close(SERVER_FD);   /* the server's socket: never the init's */
-    close_from(STATUS_FD + 1);
+    if (joined_count == 0)   /* else once the cgroups are joined (init_main): their descriptors are among these */
+        close_from(STATUS_FD + 1);
     int out = open_output(out_path, owner, uid, gid);
     int err = open_output(err_path, owner, uid, gid);
     if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
@@ -910,6 +939,121 @@ static const char inline_feature[] = "nsinit-feature:inline-spec-1";
 static const char channel_feature[] = "nsinit-feature:status-channel-2";
 /* whether this server was started with its status channel on fd 4 (a pipe) */
 static int has_channel;
+
+/* The parent directories of the cgroups the inits join (O_PATH), held open
+ * by the server: an init opens a cgroup's cgroup.procs from its copy of its
+ * parent's descriptor (join_cgroups), walking two names, not the six or
+ * seven of the whole path through /sys and kernfs (~2 us a cgroup, four a
+ * task). The agent's cgroups of a hierarchy share one parent, so few are
+ * held: at most CGROUP_PARENTS, the least recently used let go. A parent
+ * removed while held finds nothing below it (the init walks the whole
+ * path); one renamed while held would still be the one reached (the agent
+ * renames no parent: its bases stay where they are made). (The
+ * cgroup.procs themselves, held, would spare the open and the release as
+ * well, but the agent's pool hands out hundreds of cgroups in turn: a cache
+ * the clone's descriptor table can carry cheaply missed every time.) */
+#define CGROUP_PARENTS 8
+/* a longer path is not held (its init opens it whole); in place, not on the heap: the server allocates
+ * nothing that would put its inits' own allocations on more pages */
+#define CACHED_PATH 232
+static struct cached_parent {
+    unsigned long long hash;
+    unsigned long used;
+    int fd;
+    char path[CACHED_PATH];
+} parent_cache[CGROUP_PARENTS];
+static size_t parents_cached;
+static unsigned long parent_clock;
+
+static unsigned long long path_hash(const char *path, size_t length) {
+    unsigned long long hash = 1469598103934665603ULL;   /* FNV-1a */
+    for (size_t i = 0; i < length; i++)
+        hash = (hash ^ (unsigned char)path[i]) * 1099511628211ULL;
+    return hash;
+}
+
+/* The server's descriptor of the directory DIRECTORY[0:length] (opened
+ * O_PATH, as the whole path's walk would reach it), or -1 (then the init
+ * walks the whole path). */
+static int cached_parent(const char *directory, size_t length) {
+    if (length == 0 || length >= CACHED_PATH)
+        return -1;
+    unsigned long long hash = path_hash(directory, length);
+    struct cached_parent *slot = NULL;
+    for (size_t i = 0; i < parents_cached; i++) {
+        struct cached_parent *entry = &parent_cache[i];
+        if (entry->hash == hash && strncmp(entry->path, directory, length) == 0 && entry->path[length] == '\0') {
+            entry->used = ++parent_clock;
+            return entry->fd;
+        }
+        if (slot == NULL || entry->used < slot->used)
+            slot = entry;
+    }
+    char path[CACHED_PATH];
+    memcpy(path, directory, length);
+    path[length] = '\0';
+    int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (parents_cached < CGROUP_PARENTS)
+        slot = &parent_cache[parents_cached++];
+    else   /* the least recently used let go */
+        close(slot->fd);
+    slot->hash = hash;
+    slot->used = ++parent_clock;
+    slot->fd = fd;
+    memcpy(slot->path, path, length + 1);
+    return fd;
+}
+
+/* The spec of a request in [at, end) (its records as parse_spec reads
+ * them): each "cgroup" record's parent's descriptor (cached_parent) and
+ * its place noted for the init about to be cloned (join_cgroups); nothing
+ * noted for a spec that does not follow the records to its "end" (parse_spec
+ * in the init says what is wrong with it). */
+__attribute__((noinline))   /* its frame (and cached_parent's) gone before the clone: the init's stack starts no deeper */
+static void note_cgroups(char *at, char *end) {
+    size_t count = 0;
+    joined_count = 0;
+    while (at < end) {
+        const char *tag = request_field(&at, end);
+        if (tag == NULL)
+            return;
+        int fields;
+        if (strcmp(tag, "cgroup") == 0) {
+            const char *directory = request_field(&at, end);
+            if (directory == NULL)
+                return;
+            if (count < JOINED_MAX) {   /* the rest joined by their paths */
+                const char *slash = strrchr(directory, '/');
+                int named = directory[0] == '/' && slash != NULL && slash[1] != '\0' && strcmp(slash + 1, ".") != 0
+                            && strcmp(slash + 1, "..") != 0;
+                joined_path[count] = directory;
+                joined_name[count] = named ? slash + 1 : "";
+                joined_fd[count++] = named ? cached_parent(directory, (size_t)(slash - directory)) : -1;
+            }
+            continue;
+        }
+        if (strcmp(tag, "end") == 0) {
+            joined_count = count;
+            return;
+        }
+        if (strcmp(tag, "keep") == 0)
+            fields = 2;
+        else if (strcmp(tag, "volume") == 0)
+            fields = 5;
+        else if (strcmp(tag, "user") == 0)
+            fields = 3;
+        else if (strcmp(tag, "ns") == 0 || strcmp(tag, "hostname") == 0 || strcmp(tag, "tmp") == 0
+                 || strcmp(tag, "cwd") == 0 || strcmp(tag, "env") == 0 || strcmp(tag, "arg") == 0)
+            fields = 1;
+        else
+            return;
+        while (fields-- > 0)
+            if (request_field(&at, end) == NULL)
+                return;
+    }
+}
 
 /* An inline request: "S", "P" or "N", then NUL-terminated fields: the
  * task's stdout and stderr paths, their owner ("" or "UID:GID"), and the
@@ -951,6 +1095,7 @@ static void serve_inline(char *request, size_t size, int fd) {
         answer("F a bad request to the namespace init server");
         return;
     }
+    note_cgroups(at, end);
     unsigned long flags = CLONE_PARENT | (request[1] == 'P' ? CLONE_NEWPID : 0);
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid == 0) {
@@ -958,6 +1103,7 @@ static void serve_inline(char *request, size_t size, int fd) {
             strcpy(status_tag, tag);   /* checked to fit above */
         become_init_inline(fd, out_path, err_path, owned, (uid_t)uid, (gid_t)gid, at, (size_t)(end - at));
     }
+    joined_count = 0;   /* the init's, noted in its copy: the server's stays none */
     int error = errno;
     if (fd >= 0)
         close(fd);
