@@ -425,10 +425,14 @@ class CommandScheduler(Scheduler):
             task.exit_code = status.exit_code
         running = Progress._RUNNING
         counted = not (before in running and state in running)
-        if counted:
-            progress.moved(task_id, before, state)
-        else:   # (Progress.moved's common case, STARTING -> RUNNING, inlined: no count changes)
+        if not counted:   # (Progress.moved's common case, STARTING -> RUNNING, inlined: no count changes)
             task.state = state
+        elif state == TaskState.FINISHED and before in running:   # (and its common end, RUNNING -> FINISHED)
+            task.state = state
+            progress.running -= 1
+            progress.finished += 1
+        else:
+            progress.moved(task_id, before, state)
         task.message = status.message
         if status.agent_id:
             task.agent_id = status.agent_id
