@@ -192,7 +192,7 @@ class UpdateDelivery:
                         context.counters["updates_reforwarded"] += 1
                     task.forwarded_uuid, task.forwarded_to, task.forwarded_at = uuid, record.peer, now
                     record.last_sent = now   # (send_framework's, without asking the clock again)
-                    context.out.send(record.peer, m.Update(status))
+                    context.out.batch(record.peer, m.Updates, status)
             elif action is _RECOVER:
                 recoveries = self._recoveries
                 if recoveries is None:
@@ -257,8 +257,8 @@ class UpdateDelivery:
                     assert action is Action.COMPLETE
                     self.complete(record, task)
         if agent is not None:   # (its id is msg.agent_id: found by it; the framework's is msg.framework_id)
-            self._context.out.send(agent.peer, m.StatusUpdateAck(msg.agent_id, msg.framework_id, msg.task_id,
-                                                                 msg.uuid))
+            self._context.out.batch(agent.peer, m.StatusUpdateAcks, m.StatusUpdateAck(
+                msg.agent_id, msg.framework_id, msg.task_id, msg.uuid))
 
     def framework_message(self, peer: bytes, msg: m.FrameworkMessage, principal: str | None) -> None:
         """A message between an executor (through its agent) and its scheduler."""
