@@ -80,21 +80,23 @@ class Outbox:
         peer's run of ``kind`` while the runtime batches (:attr:`batches_to`)."""
         if peer is None:
             return
+        if self.batches_to is None:   # (each a Send of its own: no run is open)
+            self._sends.append(Send(peer, m.Update(item) if kind is m.Updates else item))  # type: ignore[arg-type]
+            return
         run = self._runs.get(peer)
         if run is not None and run[0] is kind and len(run[1]) < SEND_BATCH:
             run[1].append(item)
             return
-        if self.batches_to is not None:
-            accepts = self._asked.get(peer)
-            if accepts is None:
-                accepts = self._asked[peer] = self.batches_to(peer)
-            if accepts:
-                items = [item]
-                self._runs[peer] = (kind, items, len(self._sends))
-                self._made.append((peer, kind, items, len(self._sends)))
-                self._sends.append(Send(peer, None))   # its place: the batch is made at flush
-                return
-        self.send(peer, _alone(kind, item))
+        accepts = self._asked.get(peer)
+        if accepts is None:
+            accepts = self._asked[peer] = self.batches_to(peer)
+        if not accepts:
+            self.send(peer, _alone(kind, item))
+            return
+        items = [item]
+        self._runs[peer] = (kind, items, len(self._sends))
+        self._made.append((peer, kind, items, len(self._sends)))
+        self._sends.append(Send(peer, None))   # its place: the batch is made at flush
 
     def send_framework(self, record: FrameworkRecord, message: object) -> None:
         """Send to a framework's connection, noting when (heartbeats are due after a silence)."""
