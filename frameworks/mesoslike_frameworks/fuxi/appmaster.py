@@ -155,11 +155,6 @@ class _Held:
         self.workers: list[tuple[bytes, Any]] = []
         self.service: list[protocol.Message] = []
 
-    def urgent(self) -> bool:
-        """Is something here more than ACKs (a RELEASE, a request to the
-        service)? ACKs wait for a worker's next ASSIGN anyway (ACK_CARRY)."""
-        return bool(self.service) or any(not isinstance(message, amp.Ack) for _, message in self.workers)
-
 
 class AppMaster:
     """The loop of one job's AppMaster (:meth:`run`)."""
@@ -202,7 +197,7 @@ class AppMaster:
         # the checkpoint is written by a thread of its own while the loop goes on; what must wait for it (ACK,
         # RELEASE, the requests to the service) waits in _held for the next write, in _saving for the one in flight
         self._waker = Waker()
-        self._writer = Writer(self.checkpoint, self._write_ended)
+        self._writer = Writer(self.checkpoint, self._waker.wake)
         self._held = _Held()
         self._saving = _Held()
         #: per worker's connection: the ACKs written and not sent yet, for its next ASSIGN to carry, and since when
@@ -554,21 +549,6 @@ class AppMaster:
             return
         self._saving, self._held = self._held, _Held()
         self._writer.submit(write)
-
-    def _write_ended(self) -> None:
-        """The writer thread, when a write ended: the loop is woken for it
-        only when what waited for that write, or waits for the next, cannot
-        wait for the loop's next turn (a RELEASE, a request to the service).
-        ACKs alone wait: a worker learns them with its next ASSIGN (or
-        ACK_CARRY later), and the next write starts at the next turn, with
-        every change since — a wake per write was a turn of the loop (its
-        polls, its flush) for every fsync, about half the AppMaster's turns
-        in a job of short instances (docs/performance.rst, "Stop 16: the
-        Fuxi path, AppMaster and worker loops (fuxi29m)"). A turn comes
-        within POLL seconds regardless. (Read from the writer's thread: a
-        wake too many costs a turn, one missed at most POLL.)"""
-        if self._saving.urgent() or self._held.urgent():
-            self._waker.wake()
 
     def _after_write(self, outcome: object) -> None:
         """A write ended (``outcome``: None, or its OSError): what waited for it goes out."""
