@@ -11,7 +11,7 @@ import tempfile
 import pytest
 
 from agent_helpers import master  # noqa: F401 (fixture)
-from mesoslike.agent.gc import Sandbox, parse_duration, plan
+from mesoslike.agent.gc import parse_duration, plan
 from mesoslike.agent.runtime import AgentRuntime, default_work_dir
 from mesoslike.agent.settings import AgentSettings
 from mesoslike.resources import Resources
@@ -25,22 +25,48 @@ DAY = 86400.0
 FW = FrameworkInfo(name="demo", id="fw-1")
 
 
-def sandboxes(*ages_and_sizes, now=100 * DAY):
-    return [Sandbox(f"s{i}", now - age, size) for i, (age, size) in enumerate(ages_and_sizes)]
+def book(*ages_and_sizes, now=100 * DAY):
+    """A GC book of sandboxes ``s0``, ``s1``... last used ``age`` ago, and a
+    measure that says so (and records what it was asked)."""
+    entries = {f"s{i}": (now - age, size) for i, (age, size) in enumerate(ages_and_sizes)}
+    asked: list[str] = []
+
+    def measure(path):
+        asked.append(path)
+        return entries[path]
+    return {path: used for path, (used, _) in entries.items()}, measure, asked
 
 
-def test_sandboxes_older_than_the_delay_go_the_others_stay():
-    entries = sandboxes((8 * DAY, 10), (6 * DAY, 10), (1.0, 10))
-    chosen = plan(entries, now=100 * DAY, gc_delay=7 * DAY, disk_used=10, disk_total=100, disk_watermark=0.9)
-    assert [s.path for s in chosen] == ["s0"]
+def test_sandboxes_older_than_the_delay_go_the_others_stay_and_only_those_are_measured():
+    ended, measure, asked = book((8 * DAY, 10), (6 * DAY, 10), (1.0, 10))
+    chosen, later = plan(ended, now=100 * DAY, gc_delay=7 * DAY, disk_used=10, disk_total=100, disk_watermark=0.9,
+                         measure=measure)
+    assert [s.path for s in chosen] == ["s0"] and later == {}
+    assert asked == ["s0"]                                    # the others' files are not looked at
 
 
 def test_past_the_watermark_the_oldest_go_until_the_use_is_back_under_it():
-    entries = sandboxes((1 * DAY, 30), (3 * DAY, 30), (2 * DAY, 30), (0.5 * DAY, 30))
-    chosen = plan(entries, now=100 * DAY, gc_delay=7 * DAY, disk_used=95, disk_total=100, disk_watermark=0.5)
+    ended, measure, asked = book((1 * DAY, 30), (3 * DAY, 30), (2 * DAY, 30), (0.5 * DAY, 30))
+    chosen, _ = plan(ended, now=100 * DAY, gc_delay=7 * DAY, disk_used=95, disk_total=100, disk_watermark=0.5,
+                     measure=measure)
     assert [s.path for s in chosen] == ["s1", "s2"]          # oldest first; 95 - 60 = 35 <= 50
-    everything = plan(entries, now=100 * DAY, gc_delay=7 * DAY, disk_used=400, disk_total=100, disk_watermark=0.5)
+    assert asked == ["s1", "s2"]
+    everything, _ = plan(ended, now=100 * DAY, gc_delay=7 * DAY, disk_used=400, disk_total=100, disk_watermark=0.5,
+                         measure=measure)
     assert len(everything) == 4                               # even all of them may not be enough
+
+
+def test_a_sandbox_written_to_since_it_was_booked_waits_its_delay_from_then():
+    now = 100 * DAY
+    ended = {"s0": now - 8 * DAY, "s1": now - 9 * DAY}
+    files = {"s0": (now - 2 * DAY, 10), "s1": (now - 9 * DAY, 10)}
+    chosen, later = plan(ended, now=now, gc_delay=7 * DAY, disk_used=10, disk_total=100, disk_watermark=0.9,
+                         measure=files.__getitem__)
+    assert [s.path for s in chosen] == ["s1"] and later == {"s0": now - 2 * DAY}
+    # past the watermark the oldest go, used since or not, until the use is back under it
+    chosen, later = plan(ended, now=now, gc_delay=7 * DAY, disk_used=105, disk_total=100, disk_watermark=0.9,
+                         measure=files.__getitem__)
+    assert [s.path for s in chosen] == ["s1", "s0"] and later == {}   # 105 - 10 = 95 > 90: s0 too
 
 
 def test_durations():
@@ -101,6 +127,38 @@ def test_a_week_is_the_default_and_an_ended_sandbox_stays_until_then(master, tmp
         passes = runtime.counters["gc_passes"]
         wait_until(lambda: runtime.counters["gc_passes"] >= passes + 2, 10, "two more GC passes")
         assert runtime.counters["sandboxes_collected"] == 0
+        assert (tmp_path / "sandboxes" / "fw-1" / "done" / "stdout").read_text() == "hi\n"
+    finally:
+        runtime.stop()
+
+
+def test_a_pass_looks_at_the_files_of_a_sandbox_only_when_it_may_be_due(master, tmp_path, monkeypatch):
+    """The GC's book (issue 29): an agent's pass used to walk every ended
+    sandbox's files each ``gc_interval``; now what an earlier run left is
+    measured at the first pass (and goes, if due), and a sandbox ended since
+    is not looked into until its delay may be over."""
+    from mesoslike.agent import runtime as agent_runtime
+
+    left = tmp_path / "sandboxes" / "fw-0" / "left-by-an-earlier-run"
+    left.mkdir(parents=True)
+    (left / "stdout").write_text("old\n")
+    for path in (left / "stdout", left):
+        os.utime(path, (0, 100 * DAY))                        # long before any week ago
+    measured: list[str] = []
+    real = agent_runtime._last_use_and_size
+    monkeypatch.setattr(agent_runtime, "_last_use_and_size", lambda path: (measured.append(path), real(path))[1])
+    runtime = AgentRuntime(AgentSettings(master=master.address, resources="cpus:1;mem:256;disk:10", hostname="gc",
+                                         work_dir=tmp_path, isolation="posix", gc_interval=0.05)).start()
+    try:
+        wait_until(lambda: not left.exists(), 10, "what the earlier run left to go at the first pass")
+        assert not left.parent.exists()                       # its framework's directory, now empty, with it
+        master.register()
+        assert finished(master, "done").state == TaskState.FINISHED
+        wait_until(lambda: runtime.core.tasks() == [], 10, "the agent to forget the task")
+        passes = runtime.counters["gc_passes"]
+        wait_until(lambda: runtime.counters["gc_passes"] >= passes + 3, 10, "three more GC passes")
+        assert measured == [str(left)] * 2                    # booked at the first pass, measured as due: no other
+        assert list(runtime._ended_sandboxes or {}) == [str(tmp_path / "sandboxes" / "fw-1" / "done")]   # booked
         assert (tmp_path / "sandboxes" / "fw-1" / "done" / "stdout").read_text() == "hi\n"
     finally:
         runtime.stop()

@@ -8,8 +8,19 @@ sandboxes go at once, oldest first, until what they free brings the use
 back under the watermark. Sandboxes of tasks the agent still knows (running,
 or ended with an unacknowledged update) are never candidates.
 
-:func:`plan` decides (pure: it takes the time and the measurements);
-the agent's runtime measures and removes.
+:func:`plan` decides (pure: it takes the time, the book of ended
+sandboxes and a way to measure one); the agent's runtime keeps the book,
+measures and removes. The book (path -> when the sandbox was last known to
+be used) is what lets a pass look at no file: an agent's pass used to walk
+every ended sandbox and ``lstat`` every file in it each ``gc_interval``
+(a minute), which on an agent that had run many tasks took a fifth of its
+loop's time in the minute it ran (issue 29, run29l's profile). Now a pass
+lists the sandbox directories' names (no ``stat``), books a sandbox the
+first time it sees it ended (at the agent's start, with its last use as
+the files say), and walks a sandbox only when the book says it may be due
+— to see whether it was written to since (then it is booked again at that
+time) and how big it is — or, past the watermark, when it is among the
+oldest to go. Measured once a sandbox, not once a pass.
 
 The run directories of forgotten tasks (``meta/tasks/<framework>/<task>``:
 the supervisor's files, of no use once the task's story is told) go at
@@ -28,6 +39,7 @@ import queue
 import shutil
 import threading
 from pathlib import Path
+from typing import Callable, Mapping
 
 import attrs
 
@@ -53,23 +65,37 @@ class Sandbox:
     size: int
 
 
-def plan(sandboxes: list[Sandbox], *, now: float, gc_delay: float, disk_used: int, disk_total: int,
-         disk_watermark: float) -> list[Sandbox]:
-    """The sandboxes to remove now: those unused for ``gc_delay`` seconds,
-    then — while ``disk_used`` minus what those free is above
-    ``disk_watermark`` x ``disk_total`` — the oldest of the rest.
-    O(n log n) in the sandboxes."""
-    by_age = sorted(sandboxes, key=lambda s: (s.last_used, s.path))
-    chosen = [s for s in by_age if now - s.last_used >= gc_delay]
-    used = disk_used - sum(s.size for s in chosen)
+def plan(ended: Mapping[str, float], *, now: float, gc_delay: float, disk_used: int, disk_total: int,
+         disk_watermark: float, measure: Callable[[str], tuple[float, int]]) -> tuple[list[Sandbox], dict[str, float]]:
+    """The sandboxes to remove now, and those found used later than booked.
+
+    ``ended`` books each ended sandbox's path with when it was last known
+    to be used; ``measure(path)`` says when anything in it was last written
+    to and its size in bytes (a walk of its files: called only for the
+    sandboxes this looks at). A sandbox booked ``gc_delay`` ago or more is
+    measured: it goes if it was not used since, else it is returned in the
+    second part with its later use (to be booked again). While the disk's
+    use, less what the chosen free, is above ``disk_watermark`` x
+    ``disk_total``, the oldest of the rest go too, oldest first (used
+    since or not). O(n) in the book, plus O(m log m) and m measurements for
+    the m sandboxes due or, past the watermark, looked at."""
     limit = disk_watermark * disk_total
-    for sandbox in by_age:
-        if used <= limit:
-            break
-        if sandbox not in chosen:
-            chosen.append(sandbox)
-            used -= sandbox.size
-    return chosen
+    pressed = disk_used > limit
+    due_before = now - gc_delay
+    candidates = ended.items() if pressed else [(path, used) for path, used in ended.items() if used <= due_before]
+    chosen: list[Sandbox] = []
+    later: dict[str, float] = {}
+    used = disk_used
+    for path, booked in sorted(candidates, key=lambda item: (item[1], item[0])):
+        if booked > due_before and used <= limit:
+            break   # the rest are younger still, and the disk is back under its watermark
+        last_used, size = measure(path)
+        if now - last_used < gc_delay and used <= limit:
+            later[path] = last_used   # written to since it was booked: it waits its delay from then
+            continue
+        chosen.append(Sandbox(path, last_used, size))
+        used -= size
+    return chosen, later
 
 
 def parse_duration(text: str) -> float:

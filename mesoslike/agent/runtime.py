@@ -237,6 +237,8 @@ class AgentRuntime:
         _check_http_secure(settings.http_ip if settings.http_port is not None else "127.0.0.1", settings.credentials, settings.insecure)
         self.advertise_ip = check_advertise_ip(settings.advertise_ip) if settings.advertise_ip else None
         self.gc_delay, self.gc_disk_watermark, self.gc_interval = settings.gc_delay, settings.gc_disk_watermark, settings.gc_interval
+        #: the GC's book: each ended sandbox's path and when it was last known to be used (None: no pass yet)
+        self._ended_sandboxes: dict[str, float] | None = None
         self.drain_timeout = settings.drain_timeout
         self._on_serving = on_serving
         #: the Unix socket custom executors connect to (docs/agent.rst, "Custom executors")
@@ -1021,29 +1023,38 @@ class AgentRuntime:
 
     # ------------------------------------------------------------ sandboxes
     def _collect_garbage(self) -> None:
-        """Remove the sandboxes of ended tasks that are due (see :mod:`.gc`)."""
+        """Remove the sandboxes of ended tasks that are due (see :mod:`.gc`):
+        the sandbox directories' names listed, the new ended ones booked, a
+        sandbox's files walked only when the book says it may be due."""
         self.counters["gc_passes"] += 1
         root = self.executor.sandbox_root
-        if not root.is_dir():
-            return
         live = {(path_component(t.framework_id), path_component(t.task_id)) for t in self.core.tasks()}
         live |= {(path_component(f), path_component(t)) for f, t in self.executor.running()}
-        candidates = []
+        now = time.time()
+        first = self._ended_sandboxes is None   # this agent's first pass: what earlier runs left
+        booked = self._ended_sandboxes or {}
+        ended: dict[str, float] = {}
         for framework in _subdirectories(root):
-            for task in _subdirectories(framework):
-                if (framework.name, task.name) not in live:
-                    candidates.append(gc.Sandbox(str(task), *_last_use_and_size(task)))
-        if not candidates:
+            for task in _subdirectories(framework.path):
+                if (framework.name, task.name) in live:
+                    continue
+                path = task.path
+                when = booked.get(path)
+                ended[path] = when if when is not None else (_last_use_and_size(path)[0] if first else now)
+        self._ended_sandboxes = ended
+        if not ended:
             return
         disk = shutil.disk_usage(root)
-        chosen = gc.plan(candidates, now=time.time(), gc_delay=self.gc_delay, disk_used=disk.used,
-                         disk_total=disk.total, disk_watermark=self.gc_disk_watermark)
+        chosen, later = gc.plan(ended, now=now, gc_delay=self.gc_delay, disk_used=disk.used, disk_total=disk.total,
+                                disk_watermark=self.gc_disk_watermark, measure=_last_use_and_size)
+        ended.update(later)
         for sandbox in chosen:
             shutil.rmtree(sandbox.path, ignore_errors=True)
+            del ended[sandbox.path]
             self.counters["sandboxes_collected"] += 1
-            log.info("sandbox %s collected (last used %.0f s ago)", sandbox.path, time.time() - sandbox.last_used)
+            log.info("sandbox %s collected (last used %.0f s ago)", sandbox.path, now - sandbox.last_used)
             try:
-                Path(sandbox.path).parent.rmdir()  # the framework's directory, once empty
+                os.rmdir(os.path.dirname(sandbox.path))  # the framework's directory, once empty
             except OSError:
                 pass
 
@@ -1069,16 +1080,26 @@ def executor_socket_path(work_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / f"mesoslike-{os.getuid()}" / f"exec-{digest}" / "channel.sock"
 
 
-def _subdirectories(directory: Path) -> list[Path]:
+def _subdirectories(directory: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
+    """The directories in ``directory`` (not symbolic links to one), by
+    name: from the entries' types, no ``stat`` of each (a GC pass lists
+    every sandbox's name)."""
     try:
-        return sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink())
+        with os.scandir(directory) as entries:
+            found = [entry for entry in entries if entry.is_dir(follow_symlinks=False)]
     except OSError:
         return []
+    found.sort(key=lambda entry: entry.name)
+    return found
 
 
-def _last_use_and_size(sandbox: Path) -> tuple[float, int]:
-    """When anything in ``sandbox`` was last written to, and its size in bytes."""
-    last, size = sandbox.stat().st_mtime, 0
+def _last_use_and_size(sandbox: str) -> tuple[float, int]:
+    """When anything in ``sandbox`` was last written to, and its size in
+    bytes (0 and 0 if it is gone)."""
+    try:
+        last, size = os.stat(sandbox).st_mtime, 0
+    except OSError:
+        return 0.0, 0
     for directory, _, files in os.walk(sandbox):
         for name in files:
             try:
