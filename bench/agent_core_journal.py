@@ -11,6 +11,11 @@ child process per round, trees alternated; CPU is the child's
 (``time.process_time``) over ``--tasks`` tasks, in µs a task, with the
 journal's records and writes counted.
 
+Each round also gives the journal's CPU alone (``journal_us_a_task``):
+the same calls the run made of its ``CheckpointStore`` — the records
+asked (``save_tasks``, the checkpoints as they were), the forgets — made
+again into a fresh journal, best of 7: no core, no runtime.
+
 The turns are the kindest to a tree that writes a task's records once a
 turn (an acknowledgement and the next event always fall together here);
 in the real-agent benchmark they fall together about one time in six.
@@ -56,6 +61,13 @@ def child(tasks: int, batch: int) -> dict:
     resources = Resources.parse("cpus:0.01;mem:16")
     container = ContainerStatus(["cgroups/cpu", "cgroups/mem", "namespaces/pid"], "", 0)
     write_due = getattr(runtime, "_write_checkpoints", lambda: None)   # (a tree that writes at once has none)
+    store = runtime.checkpoints
+    calls: list[tuple[str, tuple]] = []   # the store's calls, made again alone after the run
+    for name in ("save_task", "save_tasks", "forget_task"):
+        def noting(*args: object, _name: str = name, _real: object = getattr(store, name)) -> object:
+            calls.append((_name, tuple(list(a) if isinstance(a, list) else a for a in args)))
+            return _real(*args)   # type: ignore[operator]
+        setattr(store, name, noting)
 
     def acks(ids: list[str]) -> None:
         heads = [core.pending_updates(framework.id, task_id)[0] for task_id in ids]
@@ -86,9 +98,25 @@ def child(tasks: int, batch: int) -> dict:
     cpu = time.process_time() - start
     counters = {k: journal.counters[k] - before[k] for k in journal.counters}
     runtime.checkpoints.close_journal()
+    journal_cpu = journal_alone(type(store), calls, work_dir)
     return {"code": os.path.dirname(os.path.dirname(mesoslike.__file__)), "us_a_task": round(1e6 * cpu / tasks, 1),
+            "journal_us_a_task": round(1e6 * journal_cpu / tasks, 2),
             "records_a_task": round(counters["records"] / tasks, 2), "bytes_a_task": round(counters["bytes"] / tasks),
             "work_dir": work_dir}
+
+
+def journal_alone(store_class: type, calls: list[tuple[str, tuple]], work_dir: str, repeats: int = 7) -> float:
+    """CPU seconds of ``calls`` made into a fresh journal, best of ``repeats``."""
+    best = float("inf")
+    for repeat in range(repeats):
+        store = store_class(os.path.join(work_dir, f"journal-alone-{repeat}"))
+        store.start_journal([])
+        start = time.process_time()
+        for name, args in calls:
+            getattr(store, name)(*args)
+        best = min(best, time.process_time() - start)
+        store.close_journal()
+    return best
 
 
 def main() -> int:
