@@ -50,7 +50,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(tasks: int, agents: int, batch: int) -> dict[str, float]:
+def measure(tasks: int, agents: int, batch: int, wire: bool = False) -> dict[str, float]:
+    """The master core's CPU µs a task; with ``wire`` (``--parts
+    master_wire``) each message it takes is decoded from its frame and what
+    it says goes out as the runtime's turn sends it (batched, encoded, as
+    ``MasterRuntime._deliver`` does), the collector's threshold as in the
+    master's process."""
     from mesoslike.clock import FakeClock
     from mesoslike.master import MasterConfig, MasterCore
     from mesoslike.resources import Resources
@@ -62,21 +67,48 @@ def measure(tasks: int, agents: int, batch: int) -> dict[str, float]:
                       MasterConfig(heartbeat_interval=1e6, ping_interval=1e6, allocation_interval=0.2))
     spent = {"accept": 0.0, "updates": 0.0, "acks": 0.0, "ticks": 0.0}
 
-    def call(kind: str, peer: bytes, message: object) -> list:
+    def handle(kind: str, peer: bytes, message: object) -> list:
         began = time.thread_time()
         out = core.on_message(peer, message)
         spent[kind] += time.thread_time() - began
         return out
 
+    call = handle
+    if wire:
+        from mesoslike.wire.batching import batch_frames, batched
+        from mesoslike.wire.codec import CODEC
+        from mesoslike.young_collections import pass_over_young_objects_less_often
+
+        pass_over_young_objects_less_often()   # as the master's process does (LongLivedObjects().start())
+
+        def frames_of(sends: list) -> list:   # the runtime's turn (MasterRuntime._deliver)
+            pairs = batched([(send.peer, send.message) for send in sends], core.accepts_batches)
+            return [(peer, frame) for peer, message in pairs for frame in batch_frames(message, CODEC.encode)]
+
+        if hasattr(core, "batch_sends"):   # as the runtime has its core
+            core.batch_sends()
+
+        def through_wire(kind: str, peer: bytes, message: object) -> list:
+            frame = CODEC.encode(message)
+            began = time.thread_time()
+            sends = core.on_message(peer, CODEC.decode(frame))
+            frames = frames_of(sends)
+            spent[kind] += time.thread_time() - began
+            return [send for peer, frame in frames for send in _sends_of(peer, CODEC.decode(frame))]
+
+        call = through_wire
+
     fw = b"fw"
-    (subscribed,) = [s.message for s in core.on_message(fw, m.Subscribe(FrameworkInfo("bench", "*")))
+    (subscribed,) = [s.message for s in core.on_message(fw, m.Subscribe(FrameworkInfo("bench", "*"),
+                                                                                 accepts_batches=wire))
                      if isinstance(s.message, m.Subscribed)]
     fid = subscribed.framework_id
     peers = {}
     for i in range(agents):
         peer = f"ag{i}".encode()
         (registered,) = [s.message for s in core.on_message(peer, m.RegisterAgent(
-            AgentInfo(f"sim-{i}", Resources.parse("cpus:1000;mem:1000000")))) if isinstance(s.message, m.AgentRegistered)]
+            AgentInfo(f"sim-{i}", Resources.parse("cpus:1000;mem:1000000")), accepts_batches=wire))
+            if isinstance(s.message, m.AgentRegistered)]
         peers[registered.agent_id] = peer
     need = Resources.parse("cpus:0.01;mem:1")
     launched = 0
@@ -139,6 +171,17 @@ def measure(tasks: int, agents: int, batch: int) -> dict[str, float]:
                         else:
                             done += 1
     return {kind: 1e6 * seconds / tasks for kind, seconds in spent.items()}
+
+
+def _sends_of(peer: bytes, message: object) -> list:
+    """What a frame to ``peer`` carries, as the core's sends (its batches unbatched)."""
+    from mesoslike.master.outbox import Send
+    from mesoslike.wire import messages as m
+    from mesoslike.wire.batching import unbatched
+
+    if isinstance(message, (m.Updates, m.StatusUpdateAcks)):   # the harness reads them item by item
+        return [Send(peer, message)]
+    return [Send(peer, item) for item in unbatched(message)]
 
 
 def measure_agent(tasks: int, batch: int) -> dict[str, float]:
@@ -309,6 +352,11 @@ def best(tasks: int, agents: int, batch: int, repeat: int, parts: list[str] | No
         runs = [measure(tasks, agents, batch) for _ in range(repeat)]
         total = min(runs, key=lambda r: sum(r.values()))
         out.update({**{k: round(v, 2) for k, v in total.items()}, "total": round(sum(total.values()), 2)})
+    if "master_wire" in parts:
+        runs = [measure(tasks, agents, batch, wire=True) for _ in range(repeat)]
+        total = min(runs, key=lambda r: sum(r.values()))
+        out.update({**{"wire." + k: round(v, 2) for k, v in total.items()},
+                    "wire_total": round(sum(total.values()), 2)})
     if "agent" in parts:
         runs = [measure_agent(tasks, batch) for _ in range(repeat)]
         total = min(runs, key=lambda r: sum(r.values()))
@@ -332,7 +380,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the trees interleaved")
     parser.add_argument("--tree", action="append", default=[], help="another source tree to measure beside this")
     parser.add_argument("--parts", default="master,agent,driver",
-                        help="which cores to measure, comma-separated: master, agent, driver, framework")
+                        help="which cores to measure, comma-separated: master, master_wire (the master core with "
+                             "its decoding, batching and encoding), agent, driver, framework")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help="write the result JSON here")
     args = parser.parse_args()

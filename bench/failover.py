@@ -195,6 +195,20 @@ def turn_summary(recorded: dict, killed_at: float, last_agent: float) -> dict:
     }
 
 
+def expected_retries(per_turn: list, sent_s: float) -> int:
+    """First retries the simulated agents' back-off makes (``AGENT_BACKOFF``,
+    ``AGENT_JITTER``: the real agent's) for agents answered in the turns of
+    ``per_turn`` (turn_summary's rows: [ended, stall, frames, admitted, ...],
+    seconds from the kill) when their registrations left at ``sent_s``."""
+    high = AGENT_BACKOFF[0]
+    low = high * (1.0 - AGENT_JITTER)
+    total = 0.0
+    for row in per_turn:
+        waited = row[0] - sent_s
+        total += row[3] * min(max((waited - low) / max(high - low, 1e-9), 0.0), 1.0)
+    return round(total)
+
+
 class Master:
     def __init__(self, procs: Processes, name: str, zk_url: str, args: argparse.Namespace,
                  profile: str | None = None, turns_file: Path | None = None) -> None:
@@ -647,9 +661,17 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                                           "busy_s": round(sum(turns), 3)}
             if "frames" in recorded:
                 record["new_leader_turns"].update(turn_summary(recorded, killed_at, last_agent))
+                # the retries the agents' back-off makes for answers this late: an agent's first retry is
+                # due uniformly within [(1 - jitter) x, 1 x] the first back-off after its registration
+                # left (the earliest worker's sending taken for all); a retry is dropped unread while its
+                # registration waits, or answered without decoding once it was handled
+                record["agent_retries_expected"] = expected_retries(
+                    record["new_leader_turns"]["per_turn"], min(r["sent_at"] for r in rounds) - killed_at)
             # the new leader's CPU by Python thread from the kill on (the loop, "MainThread", against the
             # benchmark's mux thread, "bench-mux", standing in for ZeroMQ's I/O thread)
             record["new_leader_python_thread_cpu_s"] = recorded.get("thread_cpu_s", {})
+            if recorded.get("mux_stats"):   # records in and out, reads from the streams (bench/muxwire.py)
+                record["new_leader_mux_stats"] = recorded["mux_stats"]
             record["new_leader_rss_bytes"] = standby.rss()
             metrics = standby.metrics()
             record["new_leader_agents"] = metrics.get("mesoslike_agents_registered")

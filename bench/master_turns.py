@@ -39,6 +39,16 @@ def main() -> None:
     #: CPU seconds of this process's threads by name when the turns were last forgotten (the loop's
     #: main thread against the mux's, which ``comm`` in /proc does not tell apart: both "python")
     threads_since: dict[str, float] = {}
+    #: the mux servers' counters when the turns were last forgotten (with --mux)
+    mux_since: dict[str, int] = {}
+
+    def mux_stats() -> dict[str, int]:
+        server_class = getattr(sys.modules.get("muxwire"), "MuxServer", None)
+        out: dict[str, int] = {}
+        for server in server_class.made if server_class is not None else ():
+            for name, value in server.mux_stats.items():
+                out[name] = out.get(name, 0) + value
+        return out
 
     def thread_cpu() -> dict[str, float]:
         import threading
@@ -65,24 +75,34 @@ def main() -> None:
     per_turn: dict[str, array] = {"ended": array("d"), "cpu": array("d"), "frames": array("l"),
                                   "admitted": array("l"), "settled": array("l")}
     cpu_at = [time.thread_time()]   # the loop's thread: CPU seconds between two turns' ends, its own only
-    handle_frame, admit, settle = (MasterRuntime._handle_frame, AgentLifecycle._admit_reregistered,
-                                   AgentLifecycle.settle)
+    from mesoslike.master.inbox import Inbox
 
-    def counting_frame(self, *args, **kwargs):   # type: ignore[no-untyped-def]
-        counts["frames"] += 1
-        return handle_frame(self, *args, **kwargs)
+    # counted a turn at a time, not a frame at a time: a wrapper around every frame's handling and every
+    # admission cost the loop ~2 us an agent, 3-4 % of the storm (failover30l's profile) — the
+    # benchmark's, not the master's
+    take, handle_messages, settle = Inbox.take, MasterRuntime._handle_messages, AgentLifecycle.settle
 
-    def counting_admission(self, *args, **kwargs):   # type: ignore[no-untyped-def]
-        counts["admitted"] += 1
-        return admit(self, *args, **kwargs)
+    def counting_take(self, *args, **kwargs):   # type: ignore[no-untyped-def]
+        taken = take(self, *args, **kwargs)
+        counts["frames"] += len(taken)
+        return taken
+
+    def counting_messages(self, core):   # type: ignore[no-untyped-def]
+        # agents admitted: the agent book's growth over the turn's frames (after a failover every agent
+        # is admitted by a re-registration; none is removed meanwhile)
+        before = len(core.agent_book.records)
+        try:
+            return handle_messages(self, core)
+        finally:
+            counts["admitted"] += max(len(core.agent_book.records) - before, 0)
 
     def counting_settle(self, *args, **kwargs):   # type: ignore[no-untyped-def]
         made = settle(self, *args, **kwargs)
         counts["settled"] += made
         return made
 
-    MasterRuntime._handle_frame = counting_frame   # type: ignore[method-assign]
-    AgentLifecycle._admit_reregistered = counting_admission   # type: ignore[method-assign]
+    Inbox.take = counting_take   # type: ignore[method-assign]
+    MasterRuntime._handle_messages = counting_messages   # type: ignore[method-assign]
     AgentLifecycle.settle = counting_settle   # type: ignore[method-assign]
 
     def recording(self, stall: float, lock_wait: float) -> None:
@@ -103,13 +123,17 @@ def main() -> None:
         since[0] = time.monotonic()
         threads_since.clear()
         threads_since.update(thread_cpu())
+        mux_since.clear()
+        mux_since.update(mux_stats())
 
     def write(*_: object) -> None:
         partial = path.with_suffix(".partial")
         cpu = {name: round(spent - threads_since.get(name, 0.0), 3) for name, spent in thread_cpu().items()}
         partial.write_text(json.dumps({"since": since[0], "at": time.monotonic(), "turns": turns.tolist(),
                                        **{name: kept.tolist() for name, kept in per_turn.items()},
-                                       "thread_cpu_s": {name: spent for name, spent in cpu.items() if spent >= 0.01}}))
+                                       "thread_cpu_s": {name: spent for name, spent in cpu.items() if spent >= 0.01},
+                                       "mux_stats": {name: value - mux_since.get(name, 0)
+                                                     for name, value in mux_stats().items()}}))
         os.replace(partial, path)
 
     LoopStats.record = recording   # type: ignore[method-assign]

@@ -30,6 +30,7 @@ import collections
 import os
 import select
 import socket
+import struct
 import threading
 from typing import Any, Iterator
 
@@ -40,6 +41,9 @@ MUX_PORT_OFFSET = 1
 #: per connection): the rest waits in the kernel's buffers and the senders'
 MAX_INCOMING = 20_000
 _HEADER = 5   # u32 length, u8 identity length
+_HEAD = struct.Struct(">IB")
+#: a stream's receive buffer (grown for a larger record): filled by recv_into, no allocation a read
+_READ_BUFFER = 8 << 20
 
 
 def record(identity: bytes, frame: bytes) -> bytes:
@@ -70,11 +74,15 @@ class MuxServer:
     """A :class:`mesoslike.transport.Server` (the master's) plus a mux
     listener on its port + MUX_PORT_OFFSET; the runtime sees one server."""
 
+    #: the servers made in this process (bench/master_turns.py reports their mux_stats)
+    made: "list[MuxServer]" = []
+
     def __init__(self, address: str, **options: Any) -> None:
         from mesoslike.transport import Server, parse_tcp_address
 
         self._zmq = Server(address, **options)
         self.address = self._zmq.address
+        self.decode = self._zmq.decode   # the loop's every frame: not through __getattr__
         host, port = parse_tcp_address(self.address)
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.bind((host, port + MUX_PORT_OFFSET))
@@ -91,7 +99,9 @@ class MuxServer:
         self._poked = False
         self._throttled = False   # the streams are not read: MAX_INCOMING records wait
         self._closed = False
-        self.mux_stats = {"records_in": 0, "records_out": 0, "unroutable": 0, "streams": 0}
+        #: records each way, reads from the streams, and wake-ups to send (the loop's pokes)
+        self.mux_stats = {"records_in": 0, "records_out": 0, "unroutable": 0, "streams": 0, "reads": 0, "wakeups": 0}
+        MuxServer.made.append(self)
         self._thread = threading.Thread(target=self._run, name="bench-mux", daemon=True)
         self._thread.start()
 
@@ -161,7 +171,7 @@ class MuxServer:
         poller = select.epoll()
         poller.register(self._listener.fileno(), select.EPOLLIN)
         poller.register(self._poke_r, select.EPOLLIN)
-        streams: dict[int, tuple[socket.socket, bytearray]] = {}
+        streams: dict[int, tuple[socket.socket, _Received]] = {}
         while not self._closed:
             throttle = len(self._incoming) >= MAX_INCOMING
             if throttle != self._throttled:   # stop (or start again) reading the streams
@@ -175,13 +185,14 @@ class MuxServer:
                     except BlockingIOError:
                         continue
                     stream.setblocking(False)
-                    streams[stream.fileno()] = (stream, bytearray())
+                    streams[stream.fileno()] = (stream, _Received())
                     with self._out_lock:
                         self._outgoing[stream] = bytearray()
                     self.mux_stats["streams"] += 1
                     poller.register(stream.fileno(), 0 if self._throttled else select.EPOLLIN)
                     continue
                 if fd == self._poke_r:
+                    self.mux_stats["wakeups"] += 1
                     try:
                         os.read(self._poke_r, 4096)
                     except BlockingIOError:
@@ -207,23 +218,21 @@ class MuxServer:
             stream.close()
         poller.close()
 
-    def _read(self, stream: socket.socket, buffer: bytearray) -> bool:
+    def _read(self, stream: socket.socket, buffer: "_Received") -> bool:
+        """Read what ``stream`` has into its buffer, in place (no 4 MiB bytes
+        made a read, appended to a bytearray and cut from its front), and
+        queue its whole records."""
         try:
-            data = stream.recv(4 << 20)
+            n = stream.recv_into(buffer.free())
         except BlockingIOError:
             return True
         except OSError:
             return False
-        if not data:
+        if not n:
             return False
-        buffer += data
+        self.mux_stats["reads"] += 1
         was_empty = not self._incoming
-        got = 0
-        routes, incoming = self._routes, self._incoming
-        for identity, frame in records(buffer):
-            routes[identity] = stream
-            incoming.append((identity, frame))
-            got += 1
+        got = buffer.take(n, stream, self._routes, self._incoming)
         self.mux_stats["records_in"] += got
         if got and was_empty and self._loop_waker is not None:
             self._loop_waker.wake()
@@ -246,3 +255,54 @@ class MuxServer:
             poller.modify(stream.fileno(), (0 if self._throttled else select.EPOLLIN) | (select.EPOLLOUT if left else 0))
         except OSError:
             pass
+
+
+class _Received:
+    """A stream's bytes read and not yet taken as records: one buffer read
+    into in place (``recv_into``), whole records taken from its start, a
+    partial one moved to the front."""
+
+    __slots__ = ("data", "view", "filled")
+
+    def __init__(self, size: int = _READ_BUFFER) -> None:
+        self.data = bytearray(size)
+        self.view = memoryview(self.data)
+        self.filled = 0
+
+    def free(self) -> memoryview:
+        """Where the next read goes (the buffer grown first if a record waits for more than it holds)."""
+        if self.filled == len(self.data):
+            bigger = bytearray(2 * len(self.data))
+            bigger[:self.filled] = self.view[:self.filled]
+            self.view.release()
+            self.data, self.view = bigger, memoryview(bigger)
+        return self.view[self.filled:]
+
+    def take(self, n: int, stream: socket.socket, routes: dict[bytes, socket.socket],
+             incoming: collections.deque[tuple[bytes, bytes]]) -> int:
+        """``n`` bytes more were read: every whole record into ``incoming``
+        (its identity routed to ``stream``); how many."""
+        data, view = self.data, self.view
+        filled = self.filled + n
+        taken = got = 0
+        unpack = _HEAD.unpack_from
+        append = incoming.append
+        while filled - taken >= _HEADER:
+            length, k = unpack(data, taken)
+            end = taken + 4 + length
+            if end > filled:
+                break
+            start = taken + _HEADER
+            identity = bytes(view[start:start + k])
+            if routes.get(identity) is not stream:
+                routes[identity] = stream
+            append((identity, bytes(view[start + k:end])))
+            got += 1
+            taken = end
+        if taken:
+            rest = filled - taken
+            if rest:
+                data[:rest] = view[taken:filled]
+            filled = rest
+        self.filled = filled
+        return got

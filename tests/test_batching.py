@@ -13,7 +13,7 @@ import pytest
 from mesoslike.agent.core import LaunchTask, SendToMaster
 from mesoslike.wire import SCHEMA, Codec, FrameworkInfo, TaskInfo, TaskState, TaskStatus, WireError, decode, encode
 from mesoslike.wire import messages as m
-from mesoslike.wire.batching import batch_frames, batched, batched_messages, unbatched
+from mesoslike.wire.batching import BATCH_TYPES, batch_frames, batched, batched_messages, unbatched
 
 import test_agent_core as agent_tests
 import test_driver_core as driver_tests
@@ -247,6 +247,63 @@ def test_a_batch_of_updates_or_acknowledgements_is_its_items_sent_one_by_one(see
         assert {t: r.state for t, r in one.core.frameworks[fid].tasks.items()} == \
             {t: r.state for t, r in whole.core.frameworks[fid].tasks.items()}
         assert one.core.completed_by_state == whole.core.completed_by_state
+
+
+def _per_peer(sends):
+    """Each peer's messages, batches unbatched, in order."""
+    out = {}
+    for peer, message in sends:
+        out.setdefault(peer, []).extend(unbatched(message))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_core_that_batches_its_sends_says_what_batched_makes_of_its_sends(seed):
+    """With ``MasterCore.batch_sends`` (the runtime's), the updates and
+    acknowledgements a STATUS_UPDATES or ACKNOWLEDGEMENTS makes the core send
+    come out batched already: each peer gets the same messages in the same
+    order as from a core that sends them one by one, and where every one of a
+    call's sends is an update or an acknowledgement (nothing settled, dropped
+    or refused) the same batches as ``batched`` makes of those; a peer that
+    takes no batches gets them one by one. Runs longer than SEND_BATCH are
+    cut as ``batched`` cuts them."""
+    from mesoslike.wire.batching import SEND_BATCH
+
+    rng = random.Random(seed)
+
+    def setup(batching):
+        h = Harness()
+        fid, aid = running_tasks(h, count=6)
+        aid2 = h.register_agent(peer=AG2, hostname="old")   # takes no batches
+        if batching:
+            h.core.batch_sends()
+        return h, fid, aid, aid2
+
+    (one, fid, aid, aid2), (whole, _, _, _) = setup(False), setup(True)
+    for _ in range(4):
+        peer = rng.choice([AG, AG, AG, AG2])
+        items = [m.StatusUpdate(rng.choice([fid, fid, fid, "fw-other"]),
+                                status(f"t{rng.randint(0, 7)}", rng.choice([TaskState.RUNNING, TaskState.FINISHED]),
+                                       uuid=f"u{rng.randint(0, 9)}", agent_id=aid))
+                 for _ in range(rng.randint(1, 8))]
+        alone = one.send(peer, m.StatusUpdates(items))
+        out = whole.send(peer, m.StatusUpdates(items))
+        assert _per_peer(out) == _per_peer(alone)
+        if all(type(message) is m.Update for _, message in alone):
+            assert out == batched(alone, whole.core.accepts_batches)
+        peer = rng.choice([FW, FW, FW, b"intruder"])
+        acks = [m.Acknowledge(rng.choice([fid, fid, fid, "fw-other"]), rng.choice([aid, aid, aid2, "no-agent"]),
+                              f"t{rng.randint(0, 7)}", f"u{rng.randint(0, 9)}") for _ in range(rng.randint(1, 8))]
+        alone = one.send(peer, m.Acknowledgements(acks))
+        out = whole.send(peer, m.Acknowledgements(acks))
+        assert _per_peer(out) == _per_peer(alone)
+        if all(type(message) is m.StatusUpdateAck for _, message in alone):
+            assert out == batched(alone, whole.core.accepts_batches)
+        assert not [message for p, message in out if p == AG2 and type(message) in BATCH_TYPES]
+    # a run longer than a batch: cut where batched cuts it
+    acks = [m.Acknowledge(fid, aid, f"t{i % 6}", f"x{i}") for i in range(SEND_BATCH + 3)]
+    alone = one.send(FW, m.Acknowledgements(acks))
+    assert whole.send(FW, m.Acknowledgements(acks)) == batched(alone, whole.core.accepts_batches)
 
 
 def test_the_master_refuses_batches_only_it_sends():

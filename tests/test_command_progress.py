@@ -53,7 +53,7 @@ def updates_walk(instances: int) -> int:
     scheduler = CommandScheduler("true", Resources(cpus=0.1, mem=1), instances,
                                  on_change=lambda progress, status: (progress.summary(), progress.done))
     progress = scheduler.progress
-    progress.states = CountingDict()
+    progress.tasks = CountingDict()
     for i in range(instances):
         progress.record(f"run-{i}", TaskState.STAGING)
         progress.launched += 1
@@ -63,7 +63,7 @@ def updates_walk(instances: int) -> int:
             scheduler.status_update(driver, TaskStatus(task_id=f"run-{i}", state=state, exit_code=0 if i % 10 else 2))
             progress.summary(), progress.finished, progress.failed, progress.running, progress.done
     assert driver.stopped and progress.done
-    visits = progress.states.visits  # type: ignore[attr-defined]
+    visits = progress.tasks.visits  # type: ignore[attr-defined]
     progress._check()
     return visits
 

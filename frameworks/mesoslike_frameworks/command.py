@@ -16,7 +16,7 @@ from mesoslike import (CommandURI, ContainerInfo, Filters, FrameworkInfo, Health
                        TaskState, TaskStatus)
 from mesoslike_frameworks.constraints import Constraint, Placements
 
-__all__ = ["CommandScheduler", "Progress", "instance_of", "TERMINAL_STATES"]
+__all__ = ["CommandScheduler", "Instance", "Progress", "instance_of", "TERMINAL_STATES"]
 
 log = logging.getLogger("mesoslike_frameworks.command")
 
@@ -25,13 +25,41 @@ log = logging.getLogger("mesoslike_frameworks.command")
 TERMINAL_STATES = frozenset(state for state in TaskState.ALL if TaskStatus(task_id="", state=state).terminal)
 
 
+class Instance:
+    """What a run knows of one of its instances: one record a task, so that a
+    status update touches one dict entry and a few slots, not five dicts
+    (issue 29)."""
+
+    __slots__ = ("state", "message", "agent_id", "hostname", "exit_code", "launched_on")
+
+    def __init__(self, state: str, hostname: str = "", launched_on: str = "") -> None:
+        self.state = state
+        #: the message of its latest status (None before its first)
+        self.message: str | None = None
+        #: the agent it runs (ran) on, from its statuses ("" before its first that names one)
+        self.agent_id = ""
+        #: that agent's hostname, from the offer it was launched with
+        self.hostname = hostname
+        #: its exit code once it ended (None: ended without one, or not ended)
+        self.exit_code: int | None = None
+        #: the agent it was launched on while it is staging ("" once it left TASK_STAGING)
+        self.launched_on = launched_on
+
+    def __repr__(self) -> str:
+        return (f"Instance({self.state!r}, message={self.message!r}, agent_id={self.agent_id!r}, "
+                f"hostname={self.hostname!r}, exit_code={self.exit_code!r})")
+
+
 class Progress:
     """Counts of the instances by what happened to them.
 
     Every figure (``finished``, ``failed`` — of which ``killed`` —,
     ``running``, ``done``, ``summary()``) is a counter kept up to date by :meth:`record`: O(1) per
     status update, not a recount of every task (which made a run O(N²),
-    issue 14). ``states`` keeps each task's latest state for the end.
+    issue 14). ``tasks`` keeps each task's :class:`Instance` (latest state,
+    message, agent, hostname, exit code) for the end; ``states``,
+    ``messages``, ``agents``, ``hosts`` and ``exit_codes`` are dicts made
+    from it when asked (O(N): for the end and for tests, not per update).
     """
 
     _RUNNING = frozenset({TaskState.RUNNING, TaskState.STARTING, TaskState.STAGING, TaskState.KILLING})
@@ -39,11 +67,7 @@ class Progress:
     def __init__(self, instances: int) -> None:
         self.instances = instances
         self.launched = 0
-        self.states: dict[str, str] = {}       # task id -> latest state
-        self.exit_codes: dict[str, int | None] = {}
-        self.messages: dict[str, str] = {}     # task id -> the message of its latest status
-        self.agents: dict[str, str] = {}       # task id -> the agent it runs (ran) on
-        self.hosts: dict[str, str] = {}        # task id -> that agent's hostname (from its offer)
+        self.tasks: dict[str, Instance] = {}   # task id -> what is known of it, in launch order
         self.finished = 0
         self.failed = 0                        # ended other than TASK_FINISHED ...
         self.killed = 0                        # ... of which TASK_KILLED
@@ -55,19 +79,20 @@ class Progress:
 
     def record(self, task_id: str, state: str) -> None:
         """``task_id`` is now in ``state``: O(1)."""
-        before = self.states.get(task_id)
-        if before is not None:
-            self._count(before, -1)
-        self.states[task_id] = state
+        task = self.tasks.get(task_id)
+        if task is None:
+            self.tasks[task_id] = Instance(state)
+        else:
+            self._count(task.state, -1)
+            task.state = state
         self._count(state, +1)
 
     def moved(self, task_id: str, before: str, state: str) -> None:
         """:meth:`record` of a task known to be in ``before`` (one lookup less; one an update)."""
+        self.tasks[task_id].state = state
         if before in self._RUNNING and state in self._RUNNING:   # STARTING -> RUNNING: no count changes
-            self.states[task_id] = state
             return
         self._count(before, -1)
-        self.states[task_id] = state
         self._count(state, +1)
 
     def _count(self, state: str, by: int) -> None:
@@ -89,10 +114,36 @@ class Progress:
         """Instances launched and not ended yet."""
         return self.launched - self.finished - self.failed
 
+    # each task's latest state, message, agent, hostname and exit code as dicts (O(N) a call)
+    @property
+    def states(self) -> dict[str, str]:
+        """task id -> its latest state"""
+        return {task_id: task.state for task_id, task in self.tasks.items()}
+
+    @property
+    def messages(self) -> dict[str, str]:
+        """task id -> the message of its latest status (the tasks that had one)"""
+        return {task_id: task.message for task_id, task in self.tasks.items() if task.message is not None}
+
+    @property
+    def agents(self) -> dict[str, str]:
+        """task id -> the agent it runs (ran) on (the tasks whose statuses named one)"""
+        return {task_id: task.agent_id for task_id, task in self.tasks.items() if task.agent_id}
+
+    @property
+    def hosts(self) -> dict[str, str]:
+        """task id -> its agent's hostname, from the offer it was launched with"""
+        return {task_id: task.hostname for task_id, task in self.tasks.items() if task.hostname}
+
+    @property
+    def exit_codes(self) -> dict[str, int | None]:
+        """task id -> its exit code (None: none), for the ended tasks"""
+        return {task_id: task.exit_code for task_id, task in self.tasks.items() if task.state in TERMINAL_STATES}
+
     def failures(self) -> list[str]:
         """The ids of the instances that ended other than TASK_FINISHED, in instance order."""
-        return sorted((task_id for task_id, state in self.states.items()
-                       if state != TaskState.FINISHED and state in TERMINAL_STATES), key=_instance_order)
+        return sorted((task_id for task_id, task in self.tasks.items()
+                       if task.state != TaskState.FINISHED and task.state in TERMINAL_STATES), key=_instance_order)
 
     def summary(self) -> str:
         killed = f" ({self.killed} killed)" if self.killed else ""
@@ -100,8 +151,8 @@ class Progress:
                 f"{self.instances - self.launched} waiting")
 
     def _check(self) -> None:
-        """The counters agree with a recount of ``states`` (for tests: O(N))."""
-        states = list(self.states.values())
+        """The counters agree with a recount of ``tasks`` (for tests: O(N))."""
+        states = [task.state for task in self.tasks.values()]
         assert self.finished == states.count(TaskState.FINISHED)
         assert self.failed == sum(1 for s in states if s in TERMINAL_STATES and s != TaskState.FINISHED)
         assert self.killed == states.count(TaskState.KILLED)
@@ -196,7 +247,6 @@ class CommandScheduler(Scheduler):
         self.all_ended = threading.Event()
         self.framework_id = ""
         self.staging: dict[str, int] = {}          # agent id -> its tasks launched and not yet started
-        self._staging_on: dict[str, str] = {}      # task id -> its agent, while the task is staging
         self._last_offer: dict[str, Resources] = {}  # agent id -> what its latest offer held
         self._said_too_big = ""                     # the last "no agent can fit" said (once each)
         self.placements = Placements(constraints)
@@ -286,10 +336,12 @@ class CommandScheduler(Scheduler):
     def _new_task(self, offer: Offer) -> TaskInfo:
         progress = self.progress
         task_id = f"{self.task_prefix}-{progress.launched}"
-        progress.record(task_id, TaskState.STAGING)
-        progress.hosts[task_id] = offer.hostname
+        if task_id in progress.tasks:   # (never: the ids count up; record's case, kept)
+            progress.record(task_id, TaskState.STAGING)
+        else:   # (record's new-task case inlined: one an instance)
+            progress.tasks[task_id] = Instance(TaskState.STAGING, offer.hostname, offer.agent_id)
+            progress.running += 1
         progress.launched += 1
-        self._staging_on[task_id] = offer.agent_id
         return TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command, resources=self.resources,
                         name=self.name, environment=self.environment, health_check=self.health_check,
                         uris=self.uris, labels=self.labels, container=self.container, shell=self.shell)
@@ -362,28 +414,31 @@ class CommandScheduler(Scheduler):
     def status_update(self, driver, status: TaskStatus) -> None:
         progress = self.progress
         task_id, state = status.task_id, status.state
-        before = progress.states.get(task_id)
-        if before is None:
+        task = progress.tasks.get(task_id)
+        if task is None:
             return
-        terminal = state in TERMINAL_STATES
-        if terminal:
+        before = task.state
+        if state in TERMINAL_STATES:
             if self.placements.constraints:   # (only then was it placed: _place_constrained)
                 self.placements.remove(task_id)   # an ended instance no longer counts against a constraint
             # (LOST, DROPPED: failed; a one-shot runner does not retry)
-            progress.exit_codes[task_id] = status.exit_code
+            task.exit_code = status.exit_code
         running = Progress._RUNNING
         counted = not (before in running and state in running)
-        if counted:
+        if not counted:   # (Progress.moved's common case, STARTING -> RUNNING, inlined: no count changes)
+            task.state = state
+        elif state == TaskState.FINISHED and before in running:   # (and its common end, RUNNING -> FINISHED)
+            task.state = state
+            progress.running -= 1
+            progress.finished += 1
+        else:
             progress.moved(task_id, before, state)
-        else:   # (Progress.moved's common case, STARTING -> RUNNING, inlined: no count changes)
-            progress.states[task_id] = state
-        progress.messages[task_id] = status.message
+        task.message = status.message
         if status.agent_id:
-            progress.agents[task_id] = status.agent_id
-        if state != TaskState.STAGING and self._staging_on:
-            agent_id = self._staging_on.pop(task_id, None)
-            if agent_id is not None:
-                self.staging[agent_id] -= 1
+            task.agent_id = status.agent_id
+        if task.launched_on and state != TaskState.STAGING:   # it left TASK_STAGING: its agent stages one less
+            self.staging[task.launched_on] -= 1
+            task.launched_on = ""
         self.on_change(progress, status)
         if self.stopping and progress.unended == 0:
             self.all_ended.set()
@@ -399,12 +454,13 @@ class CommandScheduler(Scheduler):
         self.stopping = True
         driver.suppress_offers()
         progress = self.progress
-        unended = [task_id for task_id, state in list(progress.states.items()) if state not in TERMINAL_STATES]
-        for task_id in unended:
-            driver.kill_task(task_id, progress.agents.get(task_id) or self._staging_on.get(task_id, ""))
+        unended = [(task_id, task.agent_id or task.launched_on) for task_id, task in list(progress.tasks.items())
+                   if task.state not in TERMINAL_STATES]
+        for task_id, agent_id in unended:
+            driver.kill_task(task_id, agent_id)
         if progress.unended == 0:
             self.all_ended.set()
-        return unended
+        return [task_id for task_id, _ in unended]
 
     def error(self, driver, message: str) -> None:
         self.errors.append(message)
@@ -414,9 +470,9 @@ class CommandScheduler(Scheduler):
         a failed instance when it had one, else 1."""
         if self.progress.finished == self.progress.instances:
             return 0
-        for task_id, state in sorted(self.progress.states.items()):
-            code = self.progress.exit_codes.get(task_id)
-            if state != TaskState.FINISHED and code:
+        for task_id, task in sorted(self.progress.tasks.items()):
+            code = task.exit_code
+            if task.state != TaskState.FINISHED and code:
                 return code if 0 < code < 256 else 1
         return 1
 

@@ -59,7 +59,8 @@ class _Reporter:
         if status is not None and self.stream:
             detail = f" ({status.message})" if status.message else ""
             self._clear()
-            where = progress.hosts.get(status.task_id) or status.agent_id or "?"
+            task = progress.tasks.get(status.task_id)
+            where = (task.hostname if task is not None else "") or status.agent_id or "?"
             click.echo(f"{status.task_id} on {where}: {status.state}{detail}")
         # at most 10 progress lines a second on a terminal (unless it streams
         # each change), 1 otherwise: a 100k-task job must not spend its time
@@ -291,7 +292,8 @@ def _stop(scheduler, driver, reporter, why: str) -> None:
     driver.stop()  # tears the framework down: the master kills whatever still runs
     driver.join(10)
     reporter.close()
-    states = [progress.states.get(task_id, "") for task_id in asked]
+    tasks = progress.tasks
+    states = [tasks[task_id].state if task_id in tasks else "" for task_id in asked]
     killed = states.count("TASK_KILLED")
     parts = []
     if asked:
@@ -434,9 +436,9 @@ def _report_failures(master_address: str, agents: _Agents, scheduler) -> None:
     from mesoslike.cli.task import agent_token, read_tail, sandbox_file
 
     for task_id in failures[:FAILURES_SHOWN]:
-        agent_id = progress.agents.get(task_id, "")
-        click.echo(f"{task_id} {progress.states[task_id]}: {progress.messages.get(task_id) or 'no message'}",
-                   err=True)
+        task = progress.tasks[task_id]
+        agent_id = task.agent_id
+        click.echo(f"{task_id} {task.state}: {task.message or 'no message'}", err=True)
         address, root = agents.get(agent_id) if agent_id else ("", "")
         if not address or not scheduler.framework_id:
             continue
@@ -450,7 +452,7 @@ def _report_failures(master_address: str, agents: _Agents, scheduler) -> None:
             for line in tail:
                 click.echo(f"  | {line}", err=True)
         sandbox = f"{root}/{sandbox_file(scheduler.framework_id, task_id, '')}".rstrip("/") if root else "?"
-        host = progress.hosts.get(task_id)
+        host = task.hostname
         on = f"{host} (agent {agent_id})" if host else f"agent {agent_id}"
         click.echo(f"  sandbox: {sandbox} on {on}; all of it: mesoslike task log {task_id} "
                    f"--framework {scheduler.framework_id} --master {master_address} [--stderr]", err=True)

@@ -675,7 +675,13 @@ def _local_services(master: str, ip: str, port: int, base: str, keys):
 
 def _run_local(master_runtime, command: list[str], environment: dict[str, str]) -> int:
     stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    children: list[subprocess.Popen] = []
+
+    def on_sigterm(*_) -> None:
+        stopping.set()
+        for started in children:   # (the COMMAND, once started: its end ends the wait below)
+            started.terminate()
+    signal.signal(signal.SIGTERM, on_sigterm)
     if not command:
         click.echo("Ctrl-C to stop")
         try:
@@ -691,13 +697,14 @@ def _run_local(master_runtime, command: list[str], environment: dict[str, str]) 
         click.echo(f"error: cannot run {command[0]!r}: {exc.strerror or exc}; stopping the cluster", err=True)
         # the shell's codes: 127 command not found, 126 found but not runnable
         return 127 if isinstance(exc, FileNotFoundError) else 126
+    children.append(child)
+    if stopping.is_set():   # SIGTERM came while it was started
+        child.terminate()
     try:
-        while True:
-            try:
-                return child.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                if stopping.is_set():
-                    child.terminate()
+        # one blocking wait, no timeout: SIGTERM's handler (above) runs in it and terminates the COMMAND, Ctrl-C
+        # raises in it; a wait with a timeout polled ~30 times a second, each poll taking the interpreter's lock
+        # from the master's and agents' threads (issue 29: they share this process)
+        return child.wait()
     except KeyboardInterrupt:
         child.terminate()
         try:

@@ -505,11 +505,13 @@ class DriverCore:
         acknowledgement = self.update_returned(invocation.args[0])
         return [SendToMaster(acknowledgement)] if acknowledgement is not None else []
 
-    def update_returned(self, status: TaskStatus) -> m.Acknowledge | None:
+    def update_returned(self, status: TaskStatus, stamp: bool = True) -> m.Acknowledge | None:
         """``status_update(status)`` returned: what :meth:`callback_returned`
         does for it, the acknowledgement to send (if any) as the message
         itself — the runtime's path for each update, without the commands'
-        list and wrapper."""
+        list and wrapper. ``stamp`` False: the caller calls :meth:`note_sent`
+        once after a run of them (the heartbeat's clock read once a run, not
+        once an update)."""
         uuid = status.uuid
         if not self.implicit_acknowledgements:
             if uuid:
@@ -522,8 +524,15 @@ class DriverCore:
         states = self.delivered._states
         if uuid in states:
             states[uuid] = DeliveredUpdates.ACKNOWLEDGED + self._session
-        self._last_sent = self._clock.now()
+        if stamp:
+            self._last_sent = self._clock.now()
         return m.Acknowledge(self.framework_id, status.agent_id, status.task_id, uuid)
+
+    def note_sent(self) -> None:
+        """Something went to the master now (the acknowledgements of a run of
+        :meth:`update_returned` with ``stamp`` False): the next heartbeat is
+        due a heartbeat interval from now."""
+        self._last_sent = self._clock.now()
 
     def _on_subscribed(self, message: m.Subscribed) -> list[Command]:
         if not message.framework_id:

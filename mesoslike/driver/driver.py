@@ -58,7 +58,7 @@ from mesoslike.transport import Client, Waker, idle
 from mesoslike.wire import WireError
 from mesoslike.wire.batching import SEND_BATCH, SEND_WITHIN, batch_frames, batched_messages
 from mesoslike.wire.codec import CODEC, sized
-from mesoslike.wire.messages import ReconcileTask
+from mesoslike.wire.messages import Acknowledgements, ReconcileTask
 from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, Filters, FrameworkInfo, MasterInfo, Offer, Operation,
                                   TaskInfo, TaskStatus, check_message_size)
 
@@ -197,6 +197,8 @@ class SchedulerDriver:
         self._pending: collections.deque[InvokeCallback | InvokeUpdates | Shutdown] = \
             collections.deque()  # driver thread only
         self._outgoing: list[object] = []   # what the step sends to the master (driver thread only)
+        #: something but the acknowledgements of _invoke_updates is in _outgoing (else: ACKNOWLEDGEs only)
+        self._outgoing_mixed = False
         self._outgoing_since = 0.0           # when the oldest of them was made (time.monotonic)
         self._waker: Waker | None = None     # while the driver runs (made by start(), closed by the loop)
         self._client: Client | None = None
@@ -540,6 +542,7 @@ class SchedulerDriver:
         if not outgoing:
             self._outgoing_since = now
         outgoing.append(message)
+        self._outgoing_mixed = True
         if len(outgoing) >= SEND_BATCH or now - self._outgoing_since >= SEND_WITHIN:
             self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
 
@@ -561,27 +564,34 @@ class SchedulerDriver:
         """``status_update`` of each status in turn, as :meth:`_invoke` does
         for an InvokeCallback of each: its acknowledgement queued once it
         returns; none after a stop or an abort (a callback's own included)."""
-        update_returned = self._core.update_returned
+        core = self._core
+        update_returned = core.update_returned
         status_update = self.scheduler.status_update   # (looked up once a run, not once an update)
         monotonic = time.monotonic
-        for status in statuses:
-            if self._stop_requested:
-                return
-            try:
-                status_update(self, status)
-            except BaseException as exc:   # (as _invoke)
-                self._callback_raised("status_update", exc)
-                return
-            acknowledgement = update_returned(status)
-            if acknowledgement is not None:
-                # (_queue_outgoing inlined: one call less an update)
-                outgoing = self._outgoing   # (a new list after each send)
-                now = monotonic()
-                if not outgoing:
-                    self._outgoing_since = now
-                outgoing.append(acknowledgement)
-                if len(outgoing) >= SEND_BATCH or now - self._outgoing_since >= SEND_WITHIN:
-                    self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
+        acknowledged = False
+        try:
+            for status in statuses:
+                if self._stop_requested:
+                    return
+                try:
+                    status_update(self, status)
+                except BaseException as exc:   # (as _invoke)
+                    self._callback_raised("status_update", exc)
+                    return
+                acknowledgement = update_returned(status, False)   # (the clock read once a run: note_sent)
+                if acknowledgement is not None:
+                    acknowledged = True
+                    # (_queue_outgoing inlined: one call less an update)
+                    outgoing = self._outgoing   # (a new list after each send)
+                    now = monotonic()
+                    if not outgoing:
+                        self._outgoing_since = now
+                    outgoing.append(acknowledgement)
+                    if len(outgoing) >= SEND_BATCH or now - self._outgoing_since >= SEND_WITHIN:
+                        self._send_outgoing()   # slow callbacks must not keep the master from hearing of us
+        finally:
+            if acknowledged:
+                core.note_sent()
 
     def _callback_raised(self, name: str, exc: BaseException) -> None:
         # as Mesos's drivers do: the framework's bug aborts the driver (DRIVER_ABORTED, no callback
@@ -621,6 +631,14 @@ class SchedulerDriver:
         if not self._outgoing:
             return
         messages, self._outgoing = self._outgoing, []
+        mixed, self._outgoing_mixed = self._outgoing_mixed, False
+        if not mixed and len(messages) > 1 and self._core.master_accepts_batches:
+            # ACKNOWLEDGEs only (a run of updates' callbacks): what batched_messages makes of them, in
+            # ACKNOWLEDGEMENTS of SEND_BATCH, without asking each one's kind
+            for start in range(0, len(messages), SEND_BATCH):
+                chunk = messages[start:start + SEND_BATCH]
+                self._send(Acknowledgements(chunk) if len(chunk) > 1 else chunk[0])  # type: ignore[arg-type]
+            return
         for message in batched_messages(messages, self._core.master_accepts_batches):
             self._send(message)
 

@@ -358,28 +358,36 @@ class AgentLifecycle:
             if record is None:
                 self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(
                     name="(recovered)", id=framework_id), reported=True)
-            holding.setdefault(framework_id, []).append(running.task.resources)
-        executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
-                     if e.framework_id not in context.frameworks.removed}
-        for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
-            if framework_id not in context.frameworks.records:
-                self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(name="(recovered)", id=framework_id),
-                                      reported=True)
-            holding.setdefault(framework_id, []).append(executor.resources)
+            held = holding.get(framework_id)   # (not setdefault: a list made a task for nothing)
+            if held is None:
+                holding[framework_id] = [running.task.resources]
+            else:
+                held.append(running.task.resources)
+        executors: dict[tuple[str, str], ExecutorInfo] = {}
+        if msg.executors:   # (most agents run none: no comprehension, no loop)
+            executors = {(e.framework_id, e.executor.executor_id): e.executor for e in msg.executors
+                         if e.framework_id not in context.frameworks.removed}
+            for (framework_id, _), executor in executors.items():   # an idle executor's framework lives on too
+                if framework_id not in context.frameworks.records:
+                    self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(name="(recovered)",
+                                                                                    id=framework_id), reported=True)
+                holding.setdefault(framework_id, []).append(executor.resources)
         self._admit(peer, msg.agent, {fid: Resources.sum(items) for fid, items in holding.items()},
                           msg.http_address)
         agent = context.agents.records[msg.agent.id]
-        agent.executors.update(executors)
+        if executors:
+            agent.executors.update(executors)
         # frameworks still unknown now: a framework another agent makes known later (adopt) does not
         # make this agent's skipped tasks its records (as when they were made at once)
-        batch = _PendingTasks(agent, msg.tasks, frozenset(fid for fid in unknown if fid not in frameworks),
-                              doomed, context.wall_clock(), context.clock.now())
+        batch = _PendingTasks(agent, msg.tasks, frozenset(fid for fid in unknown if fid not in frameworks)
+                              if unknown else _NO_FRAMEWORKS, doomed, context.wall_clock(), context.clock.now())
         if returning or not self.defer_task_records:
             self._enter_tasks(batch, returning)
         else:
             # made after the answer (settle): ~16 µs an agent of ten tasks off the path to the last answer
             self._pending.append(batch)
-        self._doom(peer, agent, doomed)
+        if doomed:
+            self._doom(peer, agent, doomed)
         log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
 
     #: whether a re-registered agent's task records are made after the answer (settle) rather than at
@@ -884,6 +892,10 @@ class AgentLifecycle:
 
 #: every task state, for a test in O(1) (TaskState.ALL is a tuple)
 _STATES = frozenset(TaskState.ALL)
+
+
+#: a batch's unknown frameworks when there are none (nearly every agent's)
+_NO_FRAMEWORKS: frozenset[str] = frozenset()
 
 
 class _PendingTasks(NamedTuple):

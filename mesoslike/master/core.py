@@ -128,6 +128,8 @@ class MasterCore:
         #: alone: the handler's loop, not one call a level down for each)
         self._batch_handlers: dict[type, Callable[[bytes, list], None]] = {
             m.StatusUpdates: self.delivery.status_updates, m.Acknowledgements: self.delivery.acknowledgements}
+        #: the runtime's (batch_sends): whether a peer takes batches, for the sends of a batch's handling
+        self._batches_to: Callable[[bytes], bool] | None = None
         self._recover(clock.now())
 
     def _recover(self, now: float) -> None:
@@ -176,9 +178,13 @@ class MasterCore:
                 handler = self._handlers.get(type(items[0])) if items else None
                 if whole is not None:   # the batch's handler: each item as if it came alone, a call a batch
                     self.delivery.batch_begun()
+                    # its updates and acknowledgements out as batches, if the runtime batches (batch_sends;
+                    # no item changes who is on a connection, nor whether it takes batches)
+                    out.batches_to = self._batches_to
                     try:
                         whole(peer, items)
                     finally:
+                        out.batches_to = None
                         self.delivery.batch_ended()
                 elif handler is None:
                     for item in items:
@@ -221,6 +227,15 @@ class MasterCore:
         record = self.framework_book.on(peer) if isinstance(message, m.Subscribe) else self.agent_book.on(peer)
         if record is not None:
             record.accepts_batches = message.accepts_batches
+
+    def batch_sends(self) -> None:
+        """The runtime batches what the core says (``wire.batching.batched``):
+        the updates and acknowledgements that a STATUS_UPDATES or
+        ACKNOWLEDGEMENTS batch makes the core send come out batched already,
+        as ``batched`` would make them (:class:`~mesoslike.master.outbox.Outbox`:
+        one Send a batch, not one an item). What the messages say and their
+        order on each connection do not change."""
+        self._batches_to = self.accepts_batches
 
     def accepts_batches(self, peer: bytes) -> bool:
         """Whether ``peer`` is a framework's or an agent's connection that

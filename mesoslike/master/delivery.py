@@ -104,7 +104,7 @@ class UpdateDelivery:
         acknowledged, so that the agent's stream of updates drains."""
         agent = self._context.agent_for(peer)
         if agent is not None:
-            self._status_update(peer, agent, msg)
+            self._status_update(peer, agent, msg, self._context.clock.now())
 
     def status_updates(self, peer: bytes, updates: Sequence[m.StatusUpdate]) -> None:
         """A STATUS_UPDATES batch's updates (between :meth:`batch_begun` and
@@ -115,18 +115,20 @@ class UpdateDelivery:
         context = self._context
         agent = context.agents.on(peer)
         handle = self._status_update
+        now = context.clock.now()   # (the batch's time, read once: one to two reads an update before)
         for msg in updates:
             try:
                 if agent is None:
                     context.agent_for(peer)   # (logs it, as for an update alone)
                 else:
-                    handle(peer, agent, msg)
+                    handle(peer, agent, msg, now)
             except MesoslikeError as exc:  # bad input from the peer: tell it, change nothing more
                 context.out.error(peer, str(exc))
             except Refused as exc:
                 context.refuse(peer, exc)
 
-    def _status_update(self, peer: bytes, agent: AgentRecord, msg: m.StatusUpdate) -> None:
+    def _status_update(self, peer: bytes, agent: AgentRecord, msg: m.StatusUpdate, now: float) -> None:
+        """``msg`` from ``agent`` on ``peer``, handled at ``now`` (the master's clock)."""
         context = self._context
         agent_id = agent.info.id
         status = msg.status
@@ -174,8 +176,8 @@ class UpdateDelivery:
         for action in process(task, _END if status.state in TERMINAL_STATES else _UPDATE, status):
             if action is _APPLY:
                 if status.state == _RUNNING and task.state in _BEFORE_RUNNING:
-                    self.launches_to_running.observe(max(0.0, context.clock.now() - task.launched_at))
-                task.status = status
+                    self.launches_to_running.observe(max(0.0, now - task.launched_at))
+                task._status = status   # (the status property's setter, without its call)
                 warned = self._preempting.warned   # (nearly always empty: asked first, three times a task)
                 if warned and status.terminal and (msg.framework_id, task.info.task_id) in warned:
                     self._preempting.ended((msg.framework_id, task.info.task_id), task.agent_id)
@@ -183,7 +185,6 @@ class UpdateDelivery:
                 # to the framework now: the first time, to another connection, or a while after the last
                 # time (what _apply and _forward_due were, without their calls: three a task)
                 if record.connected:
-                    now = context.clock.now()
                     uuid = status.uuid
                     if uuid and uuid == task.forwarded_uuid and record.peer == task.forwarded_to:
                         if now - task.forwarded_at < UPDATE_REFORWARD_INTERVAL:
@@ -192,7 +193,7 @@ class UpdateDelivery:
                         context.counters["updates_reforwarded"] += 1
                     task.forwarded_uuid, task.forwarded_to, task.forwarded_at = uuid, record.peer, now
                     record.last_sent = now   # (send_framework's, without asking the clock again)
-                    context.out.send(record.peer, m.Update(status))
+                    context.out.batch(record.peer, m.Updates, status)
             elif action is _RECOVER:
                 recoveries = self._recoveries
                 if recoveries is None:
@@ -257,8 +258,8 @@ class UpdateDelivery:
                     assert action is Action.COMPLETE
                     self.complete(record, task)
         if agent is not None:   # (its id is msg.agent_id: found by it; the framework's is msg.framework_id)
-            self._context.out.send(agent.peer, m.StatusUpdateAck(msg.agent_id, msg.framework_id, msg.task_id,
-                                                                 msg.uuid))
+            self._context.out.batch(agent.peer, m.StatusUpdateAcks, m.StatusUpdateAck(
+                msg.agent_id, msg.framework_id, msg.task_id, msg.uuid))
 
     def framework_message(self, peer: bytes, msg: m.FrameworkMessage, principal: str | None) -> None:
         """A message between an executor (through its agent) and its scheduler."""

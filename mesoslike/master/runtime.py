@@ -514,9 +514,11 @@ class MasterRuntime:
         # them at once that it does not know them (docs/agent.rst, "Re-registration")
         peers = self._last_core.agent_peers() if self._last_core is not None else None
         self._cores_built += 1
-        return MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
+        core = MasterCore(self.clock, self.info, self.config, registry=registry, wall_clock=time.time,
                           agent_peers=peers, credentials=self.credentials, receipt_key=self._receipt_key,
                           term=self._cores_built)
+        core.batch_sends()   # (_deliver batches what goes to peers that take batches: a batch's sends come so)
+        return core
 
     def _log_leads(self, core: MasterCore, level: int = NOTICE) -> None:
         """Say that this master leads: at the default level (notice) after an
