@@ -692,10 +692,10 @@ class AgentCore:
             return self._executor_ended(framework_id, task_id, f"{message}; {how}" if message else how,
                                         -signal if signal is not None else exit_code)
         task = self._tasks.get((framework_id, task_id))
-        if task is None or not task.alive:
+        if task is None or task.phase == _Phase.TERMINATED:   # (not alive: the property's call saved)
             log.warning("exit of unknown or already terminated task %s/%s ignored", framework_id, task_id)
             return []
-        how = _describe_exit(exit_code, signal)
+        how = _EXITED_0 if exit_code == 0 and signal is None else _describe_exit(exit_code, signal)
         if message:
             how = f"{message}; {how}"
         if task.limitation:
@@ -1014,7 +1014,7 @@ class AgentCore:
         if task.executor is not None:
             return self._run_executor_task(framework, task)
         problem, reason = self._launch_problem(task), REASON_TASK_INVALID
-        if not problem:
+        if not problem and framework.principal:   # (_user_problem's first test, without its call a launch)
             problem, reason = self._user_problem(framework, task.user), REASON_TASK_UNAUTHORIZED
         if problem:
             log.warning("RUN_TASK %s/%s refused: %s", framework.id, task.task_id, problem)
@@ -1028,7 +1028,8 @@ class AgentCore:
         self._tasks[key] = record
         self._hold_user(framework.principal, task.user, 1)
         self._use(task.resources)
-        log.info("launching task %s/%s: %s", framework.id, task.task_id, task.command)
+        if log.isEnabledFor(logging.INFO):   # (what log.info asks first, without its call: two a task)
+            log.info("launching task %s/%s: %s", framework.id, task.task_id, task.command)
         out = self._update(record, TaskState.STARTING, "")
         out.append(LaunchTask(framework, task, self._agent_id))
         return out
@@ -1040,7 +1041,7 @@ class AgentCore:
             return "task has no resources"
         if task.task_id.startswith(EXECUTOR_RUN_PREFIX):
             return "a task id may not begin with the executors' reserved prefix"
-        if not self._fits(task.resources + executor):
+        if not self._fits(task.resources if executor is EMPTY else task.resources + executor):   # (no __add__ call)
             needs = f"{task.resources} (and {executor} for its executor)" if executor else str(task.resources)
             return f"task needs {needs} but only {self.free} is free on this agent"
         return ""
@@ -1160,7 +1161,7 @@ class AgentCore:
 
     def _terminate(self, task: _Task, state: str, message: str, reason: str = "",
                    exit_code: int | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> list[Command]:
-        if task.alive:
+        if task.phase != _Phase.TERMINATED:   # (alive)
             self._hold_user(task.framework.principal, task.info.user, -1)
         task.phase = _Phase.TERMINATED
         if task.holds_resources:
@@ -1170,7 +1171,8 @@ class AgentCore:
             task.released = False
             self._released = self._released.subtract_clamped(task.info.resources)
         key = task.key
-        log.info("task %s/%s: %s (%s)", key[0], key[1], state, message)
+        if log.isEnabledFor(logging.INFO):
+            log.info("task %s/%s: %s (%s)", key[0], key[1], state, message)
         if task.orphaned:
             del self._tasks[key]
             return self._forget(key)
@@ -1447,7 +1449,8 @@ class AgentCore:
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=random_uuid4(self._rng), timestamp=self._wall_clock(),
             exit_code=exit_code, framework_id=framework_id, healthy=task.healthy, labels=task.info.labels,
-            data=data, container_status=self._addressed_container(task))
+            data=data, container_status=None if task.container_status is None and task.info.executor is None
+            and not self.ip_address else self._addressed_container(task))   # (no container, no address: none)
         head = self._streams.add(key, status)
         # written before it is sent: a sent update is never lost
         out: list[Command] = [CheckpointTask(framework_id, task_id)] if self.checkpoint and not task.orphaned else []
@@ -1482,7 +1485,7 @@ class AgentCore:
         if acked.state in TERMINAL_STATES:
             self._streams.remove(key)
             task = self._tasks.get(key)
-            if task is not None and not task.alive:
+            if task is not None and task.phase == _Phase.TERMINATED:   # (not alive)
                 del self._tasks[key]  # the task's story is told: forget it
                 return [ForgetTask(*key)] if self.checkpoint else []
             return []
@@ -1551,3 +1554,7 @@ def _describe_exit(exit_code: int | None, signal: int | None) -> str:
     if exit_code is None:
         return "command ended (exit status unknown)"
     return f"command exited with status {exit_code}"
+
+
+#: ``_describe_exit(0, None)``, made once (every task of the control round ends so)
+_EXITED_0 = _describe_exit(0, None)
