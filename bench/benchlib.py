@@ -284,7 +284,7 @@ def sweep_agent_cgroups(work: Path, roots: Iterable[str] = ("mesoslike",)) -> in
     removed = 0
     for hierarchy in cgroup_hierarchies():
         for root in roots:
-            for base in [hierarchy / root, *hierarchy.glob(f"*/*/{root}")]:   # also under a container's own cgroup
+            for base in [hierarchy / root, *_nested(hierarchy, root)]:   # also under a container's own cgroup
                 try:
                     names = os.listdir(base)
                 except OSError:
@@ -304,6 +304,25 @@ def sweep_agent_cgroups(work: Path, roots: Iterable[str] = ("mesoslike",)) -> in
                     except OSError:
                         pass
     return removed
+
+
+def _nested(hierarchy: Path, root: str) -> list[Path]:
+    """``hierarchy/*/*/root`` that exist: pathlib's glob raises when another
+    session removes a cgroup while it walks (two benchmark runs lost their
+    results so); a directory gone is simply not listed."""
+    found = []
+    for first in _listdir(hierarchy):
+        for second in _listdir(hierarchy / first):
+            if os.path.isdir(hierarchy / first / second / root):
+                found.append(hierarchy / first / second / root)
+    return found
+
+
+def _listdir(directory: Path) -> list[str]:
+    try:
+        return [entry.name for entry in os.scandir(directory) if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def free_port(pair: bool = False) -> int:
