@@ -205,6 +205,11 @@ def random_uuid4(rng: random.Random) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+#: a Struct made as its fields are given, without its class's conversion (``ConvertedWhenMade.__call__``:
+#: a Python call and ``_convert``): only for fields known to be converted already (``_update``'s status)
+_MADE_AS_IS: Callable[..., Any] = msgspec.StructMeta.__call__
+
+
 class AgentCore:
     """The agent state machine: events in, :data:`Command` lists out.
 
@@ -1444,20 +1449,21 @@ class AgentCore:
         framework_id, task_id = key
         task.state = state
         # (what _status makes, without its call: three a task) the task's labels ride on each of its updates
-        # (issue 18 §5b): the task's own list, not a new empty one an update (a frozen status never changes it)
-        status = TaskStatus(
-            task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
+        # (issue 18 §5b): the task's own list, not a new empty one an update (a frozen status never changes it);
+        # made without TaskStatus's conversion (_MADE_AS_IS): those labels are a TaskInfo's, converted and checked
+        status: TaskStatus = _MADE_AS_IS(
+            TaskStatus, task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=random_uuid4(self._rng), timestamp=self._wall_clock(),
             exit_code=exit_code, framework_id=framework_id, healthy=task.healthy, labels=task.info.labels,
             data=data, container_status=None if task.container_status is None and task.info.executor is None
             and not self.ip_address else self._addressed_container(task))   # (no container, no address: none)
-        head = self._streams.add(key, status)
-        # written before it is sent: a sent update is never lost
+        # sent now if it is the head and the master listens (else behind an unacknowledged one, or out on
+        # registration); written before it is sent, below: a sent update is never lost
+        registered = self._registered
+        head = self._streams.add_and_send(key, status, self.clock.now() if registered else None)
         out: list[Command] = [CheckpointTask(framework_id, task_id)] if self.checkpoint and not task.orphaned else []
-        if head and self._registered:   # else behind an unacknowledged one, or out on registration
-            update = self._streams.send_head(key, self.clock.now())
-            if update is not None:
-                out.append(SendToMaster(m.StatusUpdate(framework_id, update)))
+        if head is not None and registered:
+            out.append(SendToMaster(m.StatusUpdate(framework_id, head)))
         return out
 
     def _container_of(self, task: _Task) -> ContainerStatus | None:
@@ -1478,12 +1484,14 @@ class AgentCore:
         key = (msg.framework_id, msg.task_id)
         if now is None:
             now = self.clock.now()
-        acked = self._streams.acknowledge(key, msg.uuid, now)
-        if acked is None:
+        # the next update sent at once if the master listens (one lookup of the stream); a terminal one's
+        # acknowledgement ends the stream
+        answer = self._streams.acknowledge_and_send(key, msg.uuid, now, self._registered, TERMINAL_STATES)
+        if answer is None:
             log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
             return []
+        acked, update = answer
         if acked.state in TERMINAL_STATES:
-            self._streams.remove(key)
             task = self._tasks.get(key)
             if task is not None and task.phase == _Phase.TERMINATED:   # (not alive)
                 del self._tasks[key]  # the task's story is told: forget it
@@ -1494,10 +1502,8 @@ class AgentCore:
             task = self._tasks.get(key)
             if task is not None and not task.orphaned:
                 out.append(CheckpointTask(key[0], key[1]))
-        if self._registered:
-            update = self._streams.send_head(key, now)
-            if update is not None:
-                out.append(SendToMaster(m.StatusUpdate(key[0], update)))
+        if update is not None:
+            out.append(SendToMaster(m.StatusUpdate(key[0], update)))
         return out
 
     def _shutdown_executor(self, msg: m.ShutdownExecutor) -> list[Command]:
