@@ -1,5 +1,5 @@
 """The value types converted when made, not when decoded (types.ConvertedWhenMade):
-``TaskInfo``, ``FrameworkInfo``, ``AgentInfo`` and ``TaskStatus`` convert and check their fields
+``TaskInfo``, ``FrameworkInfo`` and ``AgentInfo`` convert and check their fields
 when one is made by a call, and the compiled codec does the same for a decoded one
 from their ``__wire_converters__`` on the fields that are not empty — so msgspec
 makes no Python call per task of a re-registration (failover30k,
@@ -11,7 +11,7 @@ import pytest
 from mesoslike.resources import Resources
 from mesoslike.wire import AgentInfo, FrameworkInfo, TaskInfo, WireError, decode, encode
 from mesoslike.wire import messages as m
-from mesoslike.wire.types import CommandURI, Label, Secret, TaskStatus
+from mesoslike.wire.types import CommandURI, Label, Secret
 
 R = Resources.parse
 
@@ -86,35 +86,3 @@ def test_made_by_a_call_they_convert_as_before():
     with pytest.raises(ValueError):
         AgentInfo("h", R("cpus:4"), attributes={"ra ck": "x"})
     assert AgentInfo("h", R("cpus:4"), attributes={"rack": "r1"}).attributes == {"rack": "r1"}
-
-
-def test_a_status_converts_when_made_and_its_decoding_makes_no_call_into_it(monkeypatch):
-    """``TaskStatus`` too (three a task decoded in the master and three in the
-    framework): its labels converted and bounded when made and when decoded,
-    with no call into the class for a decoded one."""
-    made = {"n": 0}
-    convert = TaskStatus._convert
-
-    def counted(self):
-        made["n"] += 1
-        convert(self)
-    monkeypatch.setattr(TaskStatus, "_convert", counted)
-    labelled = TaskStatus("t", "TASK_RUNNING", uuid="u1", labels=[("k", "v")])
-    plain = TaskStatus("t", "TASK_RUNNING", uuid="u2")
-    assert made["n"] == 2 and labelled.labels == [Label("k", "v")] and plain.labels == []
-    assert labelled.replace(labels={"a": "b"}).labels == [Label("a", "b")]
-    with pytest.raises(ValueError, match="33 labels are more than 32"):
-        TaskStatus("t", "TASK_RUNNING", labels=[("k", "v")] * 33)
-    batch = m.StatusUpdates([m.StatusUpdate("fw-1", labelled), m.StatusUpdate("fw-1", plain)])
-    made["n"] = 0
-    decoded = decode(encode(batch))
-    assert made["n"] == 0, "msgspec called into TaskStatus"
-    assert decoded == batch and type(decoded.updates[0].status.labels[0]) is Label
-    frame = msgpack.packb({"v": 1, "type": "UPDATES", "statuses": [
-        {"task_id": "t", "state": "TASK_RUNNING", "labels": [{"key": "k"}] * 33}]}, use_bin_type=True)
-    with pytest.raises(WireError, match="33 labels are more than 32"):
-        decode(frame)
-    frame = msgpack.packb({"v": 1, "type": "UPDATE", "status": {
-        "task_id": "t", "state": "TASK_RUNNING", "labels": [{"key": ""}]}}, use_bin_type=True)
-    with pytest.raises(WireError, match="key is empty"):
-        decode(frame)

@@ -205,11 +205,6 @@ def random_uuid4(rng: random.Random) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-#: a Struct made as its fields are given, without its class's conversion (``ConvertedWhenMade.__call__``:
-#: a Python call and ``_convert``): only for fields known to be converted already (``_update``'s status)
-_MADE_AS_IS: Callable[..., Any] = msgspec.StructMeta.__call__
-
-
 class AgentCore:
     """The agent state machine: events in, :data:`Command` lists out.
 
@@ -1449,10 +1444,9 @@ class AgentCore:
         framework_id, task_id = key
         task.state = state
         # (what _status makes, without its call: three a task) the task's labels ride on each of its updates
-        # (issue 18 §5b): the task's own list, not a new empty one an update (a frozen status never changes it);
-        # made without TaskStatus's conversion (_MADE_AS_IS): those labels are a TaskInfo's, converted and checked
-        status: TaskStatus = _MADE_AS_IS(
-            TaskStatus, task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
+        # (issue 18 §5b): the task's own list, not a new empty one an update (a frozen status never changes it)
+        status = TaskStatus(
+            task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
             reason=reason, uuid=random_uuid4(self._rng), timestamp=self._wall_clock(),
             exit_code=exit_code, framework_id=framework_id, healthy=task.healthy, labels=task.info.labels,
             data=data, container_status=None if task.container_status is None and task.info.executor is None

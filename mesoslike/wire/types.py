@@ -838,16 +838,15 @@ def _emptied(secret: Secret) -> Secret:
     return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
 
 
-class TaskStatus(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMade):
+class TaskStatus(msgspec.Struct, frozen=True, gc=False):
     """A task's state change. ``uuid`` identifies a reliable update that must
     be acknowledged; updates the master makes up (reconciliation) have none.
 
     A frozen ``msgspec.Struct`` (three of them cross the wire for every task
     in each direction): built and decoded in C; ``labels`` may be given as
     :class:`Label` objects, ``(key, value)`` pairs or a ``{key: value}`` map,
-    at most :data:`MAX_LABELS` — converted and checked when one is made and
-    when one is decoded alike (:class:`ConvertedWhenMade`). :meth:`replace` is
-    ``attrs.evolve``'s counterpart."""
+    at most :data:`MAX_LABELS`. :meth:`replace` is ``attrs.evolve``'s
+    counterpart."""
 
     task_id: str
     state: str
@@ -868,12 +867,7 @@ class TaskStatus(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenM
     #: its container on its agent (which isolators it got, the address it is reachable at); None: not known
     container_status: ContainerStatus | None = None
 
-    #: what a decoded status's fields need converted and checked, when not empty (ConvertedWhenMade: a
-    #: ``__post_init__`` was a call from C into Python for every status decoded, three a task in the
-    #: master and three in the framework; the codec's test of an empty list costs no call)
-    __wire_converters__: ClassVar[dict[str, Callable[[Any], Any]]]
-
-    def _convert(self) -> None:
+    def __post_init__(self) -> None:
         labels = self.labels
         if labels or type(labels) is not list:   # (most statuses have none: one test)
             msgspec.structs.force_setattr(self, "labels", _label_list(labels))
@@ -888,9 +882,6 @@ class TaskStatus(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenM
         if "labels" in changes:
             return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
         return msgspec.structs.replace(self, **changes)
-
-
-TaskStatus.__wire_converters__ = {"labels": _label_list}
 
 
 @attrs.frozen
