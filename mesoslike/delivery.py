@@ -41,10 +41,11 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Callable, Container, Hashable, Iterator
+from collections.abc import Container, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
 from mesoslike.backoff import Backoff
+from mesoslike.clock import Clock
 from mesoslike.wire.types import TaskStatus
 
 __all__ = ["UpdateStream", "UpdateStreams"]
@@ -181,10 +182,10 @@ class UpdateStreams(Generic[K]):
         not name it), ``OverflowError`` past ``limit``."""
         return self.add_and_send(key, update, None) is not None
 
-    def add_and_send(self, key: K, update: TaskStatus, clock: Callable[[], float] | None) -> TaskStatus | None:
+    def add_and_send(self, key: K, update: TaskStatus, clock: Clock | None) -> TaskStatus | None:
         """:meth:`add` and, when ``update`` is the head now and ``clock`` is
-        given (the receiver listens), :meth:`send_head` at ``clock()`` (read
-        only then), with one lookup of ``key``: ``update`` when it is the
+        given (the receiver listens), :meth:`send_head` at ``clock.now()``
+        (read only then), with one lookup of ``key``: ``update`` when it is the
         head now (sent if ``clock`` is given), None for a duplicate and for
         one queued behind another. The same errors as :meth:`add`."""
         uuid = update.uuid
@@ -204,7 +205,7 @@ class UpdateStreams(Generic[K]):
             stream.append(update)
             return None
         stream.append(update)
-        return self._send(stream, clock()) if clock is not None else update
+        return self._send(stream, clock.now()) if clock is not None else update
 
     def send_head(self, key: K, now: float) -> TaskStatus | None:
         """``key``'s head, to send now (None: nothing pending); it is due

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mesoslike.backoff import Backoff
+from mesoslike.clock import FakeClock
 from mesoslike.delivery import UpdateStreams
 from mesoslike.wire.types import TaskState, TaskStatus
 
@@ -150,7 +151,7 @@ class Run:
             update = status(task, len(self.produced[task]))
             self.produced[task].append(update)
             if self.combined:
-                head = self.streams.add_and_send(task, update, (lambda: self.now) if self.connected else None)
+                head = self.streams.add_and_send(task, update, FakeClock(self.now) if self.connected else None)
                 assert (head is not None) == (self.streams.pending(task) == [update])
                 if head is not None and self.connected:
                     self.send([(task, head)])   # (sent: else out on reconnection)
@@ -161,7 +162,7 @@ class Run:
             before = self.streams.pending(task)
             if before:
                 if self.combined:
-                    assert self.streams.add_and_send(task, before[n % len(before)], lambda: self.now) is None
+                    assert self.streams.add_and_send(task, before[n % len(before)], FakeClock(self.now)) is None
                 else:
                     assert self.streams.add(task, before[n % len(before)]) is False
                 assert self.streams.pending(task) == before
@@ -328,8 +329,8 @@ def test_an_acknowledgement_of_an_ending_update_ends_its_stream_and_sends_nothin
     acknowledgement sends the next head at once, when asked to."""
     streams: UpdateStreams[str] = UpdateStreams(Backoff(1.0, 8.0, jitter=0.0))
     running, finished, late = status("a", 0), TaskStatus("a", TaskState.FINISHED, uuid="a-1"), status("a", 2)
-    assert streams.add_and_send("a", running, lambda: 0.0) == running
-    assert streams.add_and_send("a", finished, lambda: 0.0) is None and streams.add_and_send("a", late, None) is None
+    assert streams.add_and_send("a", running, FakeClock(0.0)) == running
+    assert streams.add_and_send("a", finished, FakeClock(0.0)) is None and streams.add_and_send("a", late, None) is None
     assert streams.acknowledge_and_send("a", "a-1", 0.5, True, {TaskState.FINISHED}) is None   # not the head
     assert streams.acknowledge_and_send("a", "a-0", 0.5, True, {TaskState.FINISHED}) == (running, finished)
     assert streams.next_due() == 1.5

@@ -1454,7 +1454,7 @@ class AgentCore:
         # sent now if it is the head and the master listens (else behind an unacknowledged one, or out on
         # registration); written before it is sent, below: a sent update is never lost
         registered = self._registered
-        head = self._streams.add_and_send(key, status, self.clock.now if registered else None)
+        head = self._streams.add_and_send(key, status, self.clock if registered else None)
         out: list[Command] = [CheckpointTask(framework_id, task_id)] if self.checkpoint and not task.orphaned else []
         if head is not None and registered:
             out.append(SendToMaster(m.StatusUpdate(framework_id, head)))
