@@ -41,10 +41,11 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Container, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
 from mesoslike.backoff import Backoff
+from mesoslike.clock import Clock
 from mesoslike.wire.types import TaskStatus
 
 __all__ = ["UpdateStream", "UpdateStreams"]
@@ -179,12 +180,20 @@ class UpdateStreams(Generic[K]):
         duplicate (its uuid is pending) and for one queued behind another.
         ``ValueError`` for an update without a uuid (an acknowledgement could
         not name it), ``OverflowError`` past ``limit``."""
+        return self.add_and_send(key, update, None) is not None
+
+    def add_and_send(self, key: K, update: TaskStatus, clock: Clock | None) -> TaskStatus | None:
+        """:meth:`add` and, when ``update`` is the head now and ``clock`` is
+        given (the receiver listens), :meth:`send_head` at ``clock.now()``
+        (read only then), with one lookup of ``key``: ``update`` when it is the
+        head now (sent if ``clock`` is given), None for a duplicate and for
+        one queued behind another. The same errors as :meth:`add`."""
         uuid = update.uuid
         if not uuid:
             raise ValueError(f"an update of task {update.task_id!r} without a uuid cannot be acknowledged")
         keys = self._keys
         if uuid in keys:
-            return False
+            return None
         limit = self.limit
         if limit is not None and len(keys) >= limit:
             raise OverflowError(f"{limit} updates wait for an acknowledgement already")
@@ -192,10 +201,11 @@ class UpdateStreams(Generic[K]):
         stream = self._streams.get(key)
         if stream is None:
             stream = self._streams[key] = UpdateStream(key)
+        elif len(stream) > stream.start:   # behind an unacknowledged one
             stream.append(update)
-            return True
+            return None
         stream.append(update)
-        return len(stream) - stream.start == 1
+        return self._send(stream, clock.now()) if clock is not None else update
 
     def send_head(self, key: K, now: float) -> TaskStatus | None:
         """``key``'s head, to send now (None: nothing pending); it is due
@@ -272,6 +282,18 @@ class UpdateStreams(Generic[K]):
         uuid: None, nothing changes. ``now`` (when it came) lets the heads
         sent after this one wait for their retries while such
         acknowledgements keep coming (the module doc)."""
+        answer = self.acknowledge_and_send(key, uuid, now)
+        return answer[0] if answer is not None else None
+
+    def acknowledge_and_send(self, key: K, uuid: str, now: float | None, send: bool = False,
+                             ends: Container[str] = ()) -> tuple[TaskStatus, TaskStatus | None] | None:
+        """:meth:`acknowledge` and what follows it, with one lookup of
+        ``key``: None when ``uuid`` does not name the head (nothing changes);
+        else the acknowledged update and the next head, sent now as
+        :meth:`send_head` sends it when ``send`` (and ``now`` is given) —
+        None when there is none or it is not sent. An acknowledged update
+        whose state is in ``ends`` ends the stream instead: whatever it still
+        holds is forgotten (:meth:`remove`), nothing is sent."""
         stream = self._streams.get(key)
         if stream is None or stream[stream.start].uuid != uuid:
             return None
@@ -288,8 +310,12 @@ class UpdateStreams(Generic[K]):
             del self._streams[key]
             head: TaskStatus = stream[stream.start]
             stream.clear()   # (its queue entries may hold it a while)
-            return head
-        return stream.take_head()
+            return head, None
+        head = stream.take_head()
+        if head.state in ends:
+            self.remove(key)
+            return head, None
+        return head, self._send(stream, now) if send and now is not None else None
 
     def drop(self, key: K, uuid: str) -> TaskStatus | None:
         """The receiver refuses ``key``'s head for good: forget it as if

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mesoslike.backoff import Backoff
+from mesoslike.clock import FakeClock
 from mesoslike.delivery import UpdateStreams
 from mesoslike.wire.types import TaskState, TaskStatus
 
@@ -111,9 +112,12 @@ class Run:
     order and acknowledges whatever it gets (as the master and the agent
     do). Records what the properties are checked on."""
 
-    def __init__(self, backoff: Backoff, limit: int, timed: bool = False) -> None:
+    def __init__(self, backoff: Backoff, limit: int, timed: bool = False, combined: bool = False) -> None:
         #: acknowledgements told with their time (as the agent's are): retries may wait for progress
         self.timed = timed
+        #: added and acknowledged as the agent does, each with the send that follows in one call
+        #: (add_and_send, acknowledge_and_send), not add or acknowledge and then send_head
+        self.combined = combined
         self.now = 0.0
         self.streams: UpdateStreams[str] = UpdateStreams(backoff, limit=limit)
         self.connected = True
@@ -146,13 +150,21 @@ class Run:
                 return
             update = status(task, len(self.produced[task]))
             self.produced[task].append(update)
-            if self.streams.add(task, update) and self.connected:
+            if self.combined:
+                head = self.streams.add_and_send(task, update, FakeClock(self.now) if self.connected else None)
+                assert (head is not None) == (self.streams.pending(task) == [update])
+                if head is not None and self.connected:
+                    self.send([(task, head)])   # (sent: else out on reconnection)
+            elif self.streams.add(task, update) and self.connected:
                 self.send([(task, self.streams.send_head(task, self.now))])
         elif kind == "readd":   # the producer sends one of its pending updates again
             task, n = step[1], step[2]
             before = self.streams.pending(task)
             if before:
-                assert self.streams.add(task, before[n % len(before)]) is False
+                if self.combined:
+                    assert self.streams.add_and_send(task, before[n % len(before)], FakeClock(self.now)) is None
+                else:
+                    assert self.streams.add(task, before[n % len(before)]) is False
                 assert self.streams.pending(task) == before
         elif kind == "wait":
             due = self.streams.next_due()
@@ -193,6 +205,21 @@ class Run:
             self.channel.append(("ack", task, body.uuid))
             return
         assert isinstance(body, str)
+        if self.combined:
+            answer = self.streams.acknowledge_and_send(task, body, self.now if self.timed else None, self.connected)
+            if answer is None:
+                return
+            self.acked[task].append(answer[0].uuid)
+            if answer[1] is not None:
+                self.send([(task, answer[1])])
+                return
+            if self.timed or not self.connected:
+                assert self.streams.head(task) is None or not self.connected
+                return
+            following = self.streams.head(task)   # (without a time, nothing was sent)
+            if following is not None:
+                self.send([(task, self.streams.send_head(task, self.now))])
+            return
         acked = self.streams.acknowledge(task, body, self.now if self.timed else None)
         if acked is None:
             return   # the second answer to a retry, or an old one
@@ -220,9 +247,10 @@ class Run:
 
 
 @given(st.lists(steps, max_size=80), st.integers(1, 40),
-       st.tuples(st.floats(0.1, 5.0), st.floats(1.0, 20.0)), st.booleans())
-def test_a_stream_delivers_each_tasks_updates_in_order_one_in_flight_until_acknowledged(script, limit, times, timed):
-    run = Run(Backoff(times[0], times[0] * times[1], jitter=0.0), limit, timed)
+       st.tuples(st.floats(0.1, 5.0), st.floats(1.0, 20.0)), st.booleans(), st.booleans())
+def test_a_stream_delivers_each_tasks_updates_in_order_one_in_flight_until_acknowledged(script, limit, times, timed,
+                                                                                        combined):
+    run = Run(Backoff(times[0], times[0] * times[1], jitter=0.0), limit, timed, combined)
     for step in script:
         run.step(step)
         assert run.streams.count <= limit   # bounded
@@ -293,6 +321,26 @@ def test_a_retry_waits_while_older_sends_are_acknowledged_and_goes_once_they_sto
         plain.send_head(task, 0.0)
     assert plain.acknowledge("a", "a-0") == status("a", 0)
     assert plain.due(0.5) == [("b", status("b", 0))] and plain.retries_waited == 0
+
+
+def test_an_acknowledgement_of_an_ending_update_ends_its_stream_and_sends_nothing_more():
+    """``acknowledge_and_send``'s ``ends`` (the agent's terminal states): the
+    stream is gone with whatever followed the ending update; any other
+    acknowledgement sends the next head at once, when asked to."""
+    streams: UpdateStreams[str] = UpdateStreams(Backoff(1.0, 8.0, jitter=0.0))
+    running, finished, late = status("a", 0), TaskStatus("a", TaskState.FINISHED, uuid="a-1"), status("a", 2)
+    assert streams.add_and_send("a", running, FakeClock(0.0)) == running
+    assert streams.add_and_send("a", finished, FakeClock(0.0)) is None and streams.add_and_send("a", late, None) is None
+    assert streams.acknowledge_and_send("a", "a-1", 0.5, True, {TaskState.FINISHED}) is None   # not the head
+    assert streams.acknowledge_and_send("a", "a-0", 0.5, True, {TaskState.FINISHED}) == (running, finished)
+    assert streams.next_due() == 1.5
+    assert streams.acknowledge_and_send("a", "a-1", 0.6, True, {TaskState.FINISHED}) == (finished, None)
+    assert "a" not in streams and streams.count == 0 and streams.next_due() is None
+    # not asked to send: the next head waits for send_head (or heads, on registration)
+    streams.add("b", status("b", 0))
+    streams.add("b", status("b", 1))
+    assert streams.acknowledge_and_send("b", "b-0", 0.7, False) == (status("b", 0), None)
+    assert streams.next_due() is None and streams.send_head("b", 0.7) == status("b", 1)
 
 
 def test_only_the_head_is_acknowledged():

@@ -1451,13 +1451,13 @@ class AgentCore:
             exit_code=exit_code, framework_id=framework_id, healthy=task.healthy, labels=task.info.labels,
             data=data, container_status=None if task.container_status is None and task.info.executor is None
             and not self.ip_address else self._addressed_container(task))   # (no container, no address: none)
-        head = self._streams.add(key, status)
-        # written before it is sent: a sent update is never lost
+        # sent now if it is the head and the master listens (else behind an unacknowledged one, or out on
+        # registration); written before it is sent, below: a sent update is never lost
+        registered = self._registered
+        head = self._streams.add_and_send(key, status, self.clock if registered else None)
         out: list[Command] = [CheckpointTask(framework_id, task_id)] if self.checkpoint and not task.orphaned else []
-        if head and self._registered:   # else behind an unacknowledged one, or out on registration
-            update = self._streams.send_head(key, self.clock.now())
-            if update is not None:
-                out.append(SendToMaster(m.StatusUpdate(framework_id, update)))
+        if head is not None and registered:
+            out.append(SendToMaster(m.StatusUpdate(framework_id, head)))
         return out
 
     def _container_of(self, task: _Task) -> ContainerStatus | None:
@@ -1478,12 +1478,14 @@ class AgentCore:
         key = (msg.framework_id, msg.task_id)
         if now is None:
             now = self.clock.now()
-        acked = self._streams.acknowledge(key, msg.uuid, now)
-        if acked is None:
+        # the next update sent at once if the master listens (one lookup of the stream); a terminal one's
+        # acknowledgement ends the stream
+        answer = self._streams.acknowledge_and_send(key, msg.uuid, now, self._registered, TERMINAL_STATES)
+        if answer is None:
             log.debug("ignoring acknowledgement %s of %s/%s: not the update in flight", msg.uuid, *key)
             return []
+        acked, update = answer
         if acked.state in TERMINAL_STATES:
-            self._streams.remove(key)
             task = self._tasks.get(key)
             if task is not None and task.phase == _Phase.TERMINATED:   # (not alive)
                 del self._tasks[key]  # the task's story is told: forget it
@@ -1494,10 +1496,8 @@ class AgentCore:
             task = self._tasks.get(key)
             if task is not None and not task.orphaned:
                 out.append(CheckpointTask(key[0], key[1]))
-        if self._registered:
-            update = self._streams.send_head(key, now)
-            if update is not None:
-                out.append(SendToMaster(m.StatusUpdate(key[0], update)))
+        if update is not None:
+            out.append(SendToMaster(m.StatusUpdate(key[0], update)))
         return out
 
     def _shutdown_executor(self, msg: m.ShutdownExecutor) -> list[Command]:
