@@ -87,6 +87,14 @@ class Progress:
             task.state = state
         self._count(state, +1)
 
+    def staged(self, task_id: str, hostname: str, agent_id: str) -> None:
+        """A new instance ``task_id`` launched on ``agent_id`` (``hostname``):
+        TASK_STAGING there, one more launched. O(1)."""
+        self.record(task_id, TaskState.STAGING)
+        task = self.tasks[task_id]
+        task.hostname, task.launched_on = hostname, agent_id
+        self.launched += 1
+
     def moved(self, task_id: str, before: str, state: str) -> None:
         """:meth:`record` of a task known to be in ``before`` (one lookup less; one an update)."""
         self.tasks[task_id].state = state
@@ -336,12 +344,7 @@ class CommandScheduler(Scheduler):
     def _new_task(self, offer: Offer) -> TaskInfo:
         progress = self.progress
         task_id = f"{self.task_prefix}-{progress.launched}"
-        if task_id in progress.tasks:   # (never: the ids count up; record's case, kept)
-            progress.record(task_id, TaskState.STAGING)
-        else:   # (record's new-task case inlined: one an instance)
-            progress.tasks[task_id] = Instance(TaskState.STAGING, offer.hostname, offer.agent_id)
-            progress.running += 1
-        progress.launched += 1
+        progress.staged(task_id, offer.hostname, offer.agent_id)
         return TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command, resources=self.resources,
                         name=self.name, environment=self.environment, health_check=self.health_check,
                         uris=self.uris, labels=self.labels, container=self.container, shell=self.shell)

@@ -81,7 +81,7 @@ class Outbox:
         if peer is None:
             return
         if self.batches_to is None:   # (each a Send of its own: no run is open)
-            self._sends.append(Send(peer, m.Update(item) if kind is m.Updates else item))  # type: ignore[arg-type]
+            self._sends.append(Send(peer, _alone(kind, item)))
             return
         run = self._runs.get(peer)
         if run is not None and run[0] is kind and len(run[1]) < SEND_BATCH:
