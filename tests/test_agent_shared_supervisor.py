@@ -1507,3 +1507,36 @@ def test_launch_files_are_decoded_by_msgspec_named_by_the_agent_with_json_having
         for document in hostile:
             with pytest.raises(ValueError):
                 loads(document)
+
+
+def test_exit_statuses_encoded_by_msgspec_are_the_bytes_json_wrote(monkeypatch, tmp_path):
+    """With msgspec (the shared supervisor's, :func:`launch_loads`), ``exit.json`` and the agent's ``X``
+    line are encoded by its sorted encoder: the very bytes ``json.dumps`` (sorted, compact, ASCII) wrote,
+    for every flat status of ASCII strings and finite numbers; a status with a message in another script
+    (which msgspec would write as UTF-8), a NaN or an infinity (null in msgspec), a nested value or an
+    int past 64 bits goes through ``json.dumps`` as before. Written in place over the placeholder, it
+    reads back as the status."""
+    import json
+    import math
+
+    import msgspec
+
+    from mesoslike.agent import supervisor as sup
+
+    monkeypatch.setattr(sup, "sorted_json", msgspec.json.Encoder(order="sorted").encode)
+    ended = {"ended": True, "exit_code": 0, "signal": None, "reason": "", "message": "", "killed": False,
+             "oom_kills": 0, "memory_peak_bytes": 1 << 40, "ended_at": 1796054885.1845965, "cgroups_kept": True}
+    statuses = [ended, {**ended, "exit_code": None, "signal": 9, "killed": True, "reason": "REASON_X",
+                        "message": 'a "quoted"\\ message\nwith\ta \x01 control', "ended_at": 0.1 + 0.2},
+                {**ended, "message": "é ünïcode ☃", "reason": "\udc80"}, {**ended, "ended_at": math.nan},
+                {**ended, "ended_at": math.inf}, {**ended, "extra": {"nested": [1, "é"]}},
+                {**ended, "memory_peak_bytes": 1 << 70}, {"ended": False}, {}]
+    for status in statuses:
+        expected = json.dumps(status, sort_keys=True, separators=(",", ":")).encode()
+        assert sup.status_json(status) == expected, status
+        assert expected.isascii()
+    path = str(tmp_path / "exit.json")
+    with open(path, "wb") as handle:
+        handle.write(sup.exit_placeholder())
+    assert sup.write_exit_status(path, ended) == json.dumps(ended, sort_keys=True, separators=(",", ":")).encode()
+    assert read_json(path) == ended and os.path.getsize(path) == sup.EXIT_PLACEHOLDER_SIZE

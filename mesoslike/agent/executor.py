@@ -492,6 +492,9 @@ class TaskExecutor:
             isolator = isolation.resources
         self.isolator = isolator or PosixIsolator()
         self.isolation = isolation or Isolation(_resource_isolators(self.isolator), self.isolator)
+        #: (isolation, its namespaces, whether "mount" and "uts" are of them, its isolators): what
+        #: :meth:`_container_spec` gives every command task, worked out once (a generator a launch before)
+        self._isolation_spec: tuple[Isolation, tuple[str, ...], bool, bool, tuple[str, ...]] | None = None
         self.allowed_host_paths = tuple(os.path.realpath(path) for path in allowed_host_paths)
         self.image_store = image_store
         self.hostname = hostname or os.uname().nodename
@@ -843,20 +846,30 @@ class TaskExecutor:
             return self._image_spec(framework_id, task, agent_id, info, sandbox, run_dir)
         if not task.shell and not _exec_argv(task):
             raise LaunchError(f"task {task.task_id}: shell is false and it has no program or arguments to execute")
-        namespaces = list(isolation.namespaces)
-        mounts = "mount" in namespaces
-        mounted = [volume for volume in info.volumes if not _secret_in_sandbox(volume)] if info is not None else []
-        if mounted and not mounts:
-            raise LaunchError(f"task {task.task_id} has volumes, and this agent gives tasks no mount namespace "
-                              "(--isolation lacks filesystem/linux)", REASON_CONTAINER_LAUNCH_FAILED)
-        volumes = [self._volume(volume, sandbox, run_dir) for volume in mounted]
-        hostname = info.hostname if info is not None else ""
-        if hostname and "uts" not in namespaces:
-            raise LaunchError(f"task {task.task_id} asks for the host name {hostname!r}, and this agent gives tasks "
-                              "no UTS namespace (--isolation lacks namespaces/uts)", REASON_CONTAINER_LAUNCH_FAILED)
-        return {"namespaces": namespaces, "tmp": str(sandbox / "tmp") if mounts else "",
+        cached = self._isolation_spec
+        if cached is None or cached[0] is not isolation:   # what every command task of this isolation gets
+            namespaces = tuple(isolation.namespaces)
+            cached = self._isolation_spec = (isolation, namespaces, "mount" in namespaces, "uts" in namespaces,
+                                             tuple(isolation.isolators))
+        _, namespaces, mounts, uts, isolators = cached
+        volumes: list[dict] = []
+        hostname = ""
+        if info is not None:
+            mounted = [volume for volume in info.volumes if not _secret_in_sandbox(volume)]
+            if mounted and not mounts:
+                raise LaunchError(f"task {task.task_id} has volumes, and this agent gives tasks no mount namespace "
+                                  "(--isolation lacks filesystem/linux)", REASON_CONTAINER_LAUNCH_FAILED)
+            volumes = [self._volume(volume, sandbox, run_dir) for volume in mounted]
+            hostname = info.hostname
+            if hostname and not uts:
+                raise LaunchError(f"task {task.task_id} asks for the host name {hostname!r}, and this agent gives "
+                                  "tasks no UTS namespace (--isolation lacks namespaces/uts)",
+                                  REASON_CONTAINER_LAUNCH_FAILED)
+        # fresh lists each launch (a caller may change its spec: the image's cgroups path); the tmp joined as
+        # strings (a Path's "/" parses anew)
+        return {"namespaces": list(namespaces), "tmp": os.path.join(sandbox, "tmp") if mounts else "",
                 "keep": list(self.kept_paths) if mounts else [], "hostname": hostname, "volumes": volumes,
-                "isolation": list(isolation.isolators)}
+                "isolation": list(isolators)}
 
     def _image_spec(self, framework_id: str, task: TaskInfo, agent_id: str, info: ContainerInfo,
                     sandbox: Path, run_dir: Path) -> dict:
@@ -1008,7 +1021,7 @@ class TaskExecutor:
         launch = {"framework_id": framework_id, "task_id": task.task_id, "command": task.command,
                   "argv": [] if task.shell else _exec_argv(task),
                   "cwd": cwd, "env": self._task_environment(framework_id, task, agent_id, sandbox),
-                  "stdout": os.path.join(cwd, "stdout"), "stderr": os.path.join(cwd, "stderr"),
+                  "stdout": f"{cwd}/stdout", "stderr": f"{cwd}/stderr",
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
                   "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
                   "user": task.user if self.switch_user else "",
@@ -1027,7 +1040,7 @@ class TaskExecutor:
             write_secrets_file(run_dir, secrets)
         # whole before the supervisor is started (it reads it then); one cut short by the agent's death
         # never had a supervisor, and recovery reads it as no container
-        _write_new_file(os.path.join(run_dir, sup.LAUNCH_FILE), _launch_json(launch))
+        _write_new_file(f"{os.fspath(run_dir)}/{sup.LAUNCH_FILE}", _launch_json(launch))
 
     def _task_paths(self, framework_id: str, task_id: str) -> tuple[Path, Path]:
         """:func:`sandbox_path` and :func:`run_dir_path` of the task (equal

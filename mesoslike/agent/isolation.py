@@ -461,14 +461,19 @@ class _Cgroups(Isolator):
         not release its pool), but those in ``keep`` (its recovered tasks').
         Returns how many were removed."""
         removed = 0
+        ours = (f"{prefix}.pooled.", f"{prefix}.spare.")
         for base in set(self.bases.values()):
             try:
                 names = os.listdir(base)
             except OSError:
                 continue
+            # the names matched before any path is made: a base shared with other agents (and the cgroups
+            # killed ones left) may hold thousands, each joined before (~5,000 a hierarchy on this machine)
             for name in names:
+                if not name.startswith(ours):
+                    continue
                 directory = os.path.join(base, name)
-                if name.startswith((f"{prefix}.pooled.", f"{prefix}.spare.")) and directory not in keep:
+                if directory not in keep:
                     try:
                         os.rmdir(directory)   # one with processes (EBUSY) is not a spare: left alone
                         removed += 1

@@ -223,6 +223,42 @@ def write_run_file(path: str, value: dict) -> None:
     overwrite(path, json.dumps(value, sort_keys=True).encode())
 
 
+#: an encoder of sorted compact JSON (msgspec's, ``order="sorted"``) the shared supervisor sets when it has
+#: msgspec (:func:`.shared_supervisor.launch_loads`'s): None, json.dumps alone (:func:`status_json`)
+sorted_json: Callable[[object], bytes] | None = None
+
+
+def status_json(status: dict) -> bytes:
+    """``status`` as :func:`write_exit_status` writes it: compact, sorted,
+    ASCII JSON. A flat status whose strings are ASCII and whose floats are
+    finite — every end of a task but one with a message in another script —
+    goes through :data:`sorted_json` when it is set: the same bytes as
+    ``json.dumps`` (checked in the tests), ~0.5 µs where json.dumps took ~5
+    a task; anything else (a nested value, a non-ASCII message, which
+    msgspec would write as UTF-8 where json escapes it) through json.dumps."""
+    encode = sorted_json
+    if encode is not None:
+        for value in status.values():
+            kind = type(value)
+            if kind is str:
+                if not value.isascii():
+                    break
+            elif kind is float:
+                if value != value or value in (_INFINITY, -_INFINITY):   # json writes NaN, msgspec null
+                    break
+            elif not (value is None or kind is bool or kind is int):
+                break
+        else:
+            try:
+                return encode(status)
+            except (TypeError, ValueError, OverflowError):   # (an int past 64 bits): json's way
+                pass
+    return json.dumps(status, sort_keys=True, separators=(",", ":")).encode()
+
+
+_INFINITY = float("inf")
+
+
 def write_exit_status(path: str, status: dict) -> bytes:
     """``exit.json``, written over the placeholder the agent made
     (:func:`exit_placeholder`): in place, one page, padded to its size — no
@@ -234,7 +270,7 @@ def write_exit_status(path: str, status: dict) -> bytes:
     JSON written (compact, sorted, ASCII): the shared supervisor tells the
     agent these bytes in its ``X`` line rather than encoding the status
     twice."""
-    text = json.dumps(status, sort_keys=True, separators=(",", ":")).encode()
+    text = status_json(status)
     data = text
     if len(data) < EXIT_PLACEHOLDER_SIZE:
         data = _padded(data)
