@@ -666,7 +666,7 @@ class ExecutorInfo:
         return EXECUTOR_RUN_PREFIX + self.executor_id
 
 
-class TaskInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMade):
+class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metaclass=ConvertedWhenMade):
     """A task to launch: a shell ``command`` run by the agent in its own
     process group and sandbox, with ``resources`` taken from one offer.
 
@@ -838,7 +838,7 @@ def _emptied(secret: Secret) -> Secret:
     return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
 
 
-class TaskStatus(msgspec.Struct, frozen=True, gc=False):
+class TaskStatus(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """A task's state change. ``uuid`` identifies a reliable update that must
     be acknowledged; updates the master makes up (reconciliation) have none.
 
