@@ -255,6 +255,19 @@ def test_a_frame_with_every_field_written_decodes_to_the_same_message(message):
     assert decode(every_field) == message
 
 
+def test_a_message_class_that_would_omit_its_defaults_is_refused():
+    from typing import ClassVar
+
+    from mesoslike.wire import compiled
+
+    class Omitting(msgspec.Struct, frozen=True, omit_defaults=True):
+        TYPE: ClassVar[str] = "OMITTING"
+        name: str = ""
+
+    with pytest.raises(TypeError, match="writes every field"):
+        compiled.encoder(Omitting, 1)
+
+
 def test_a_status_and_a_task_leave_their_default_fields_out():
     from mesoslike.wire.checking import from_plain
 
