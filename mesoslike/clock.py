@@ -23,8 +23,9 @@ class Clock(Protocol):
 class SystemClock:
     """The real monotonic clock (``time.monotonic``)."""
 
-    def now(self) -> float:
-        return time.monotonic()
+    #: the builtin itself, not a method calling it: read several times a task in each process of the
+    #: control plane, and a Python frame a read cost as much again (docs/performance.rst, ctl29o)
+    now = staticmethod(time.monotonic)
 
     def __repr__(self) -> str:
         return "SystemClock()"

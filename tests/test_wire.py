@@ -3,6 +3,7 @@
 import math
 
 import msgpack
+import msgspec
 import pytest
 
 from mesoslike import MesoslikeError
@@ -172,6 +173,7 @@ from codec_helpers import assert_the_fast_decoder_agrees_on_any_mutation  # noqa
 
 from mesoslike.wire import CODEC  # noqa: E402
 from mesoslike.wire.codec import to_plain  # noqa: E402
+from mesoslike.wire.schema import fields, is_message_class  # noqa: E402
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: type(e).TYPE)
@@ -205,9 +207,78 @@ def test_peek_type_of_junk_is_none(junk):
 
 @pytest.mark.parametrize("message", EXAMPLES, ids=lambda e: type(e).TYPE)
 def test_the_encoder_writes_what_to_plain_writes_version_and_type_first(message):
-    generic = {"v": 1, "type": type(message).TYPE, **to_plain(message)}
+    """What the encoder writes is what to_plain writes, but for the fields
+    of a class that omits its defaults (``TaskInfo``, ``TaskStatus``: most
+    of their fields are at their defaults in nearly every task) left out
+    when at their default: every decoder fills an absent field's default."""
     written = msgpack.unpackb(encode(message), raw=False)
-    assert written == generic and list(written)[:2] == ["v", "type"]
+    assert list(written)[:2] == ["v", "type"] and written["v"] == 1 and written["type"] == type(message).TYPE
+    _assert_written_as_plain({key: value for key, value in written.items() if key not in ("v", "type")}, message)
+    assert CODEC._decode_compiled(encode(message)) == message
+
+
+def _assert_written_as_plain(written, value, path="message"):
+    """``written`` (a decoded frame's part) is ``to_plain(value)`` but for
+    fields left out of classes that omit defaults, at their default."""
+    if isinstance(value, (list, tuple)):
+        assert isinstance(written, list) and len(written) == len(value), path
+        for index, (item, one) in enumerate(zip(written, value)):
+            _assert_written_as_plain(item, one, f"{path}[{index}]")
+        return
+    if isinstance(value, dict):
+        assert isinstance(written, dict) and set(written) == set(value), path
+        for key, one in value.items():
+            _assert_written_as_plain(written[key], one, f"{path}.{key}")
+        return
+    if not is_message_class(type(value)):
+        assert written == to_plain(value), path
+        return
+    assert isinstance(written, dict), path
+    names = [field.name for field in fields(type(value))]
+    assert set(written) <= set(names), path
+    for name in names:
+        if name in written:
+            _assert_written_as_plain(written[name], getattr(value, name), f"{path}.{name}")
+        else:   # left out: only by a Struct that omits defaults, and only at the default
+            assert isinstance(value, msgspec.Struct) and value.__struct_config__.omit_defaults, f"{path}.{name}"
+            (field,) = [field for field in msgspec.structs.fields(value) if field.name == name]
+            default = field.default if field.default is not msgspec.NODEFAULT else field.default_factory()
+            assert getattr(value, name) == default, f"{path}.{name} left out but not at its default"
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda e: type(e).TYPE)
+def test_a_frame_with_every_field_written_decodes_to_the_same_message(message):
+    """The form before defaults were left out (what an older peer writes: every
+    field, as to_plain has them) decodes to the very message, on both paths."""
+    every_field = msgpack.packb({"v": 1, "type": type(message).TYPE, **to_plain(message)}, use_bin_type=True)
+    assert CODEC._decode_compiled(every_field) == message
+    assert decode(every_field) == message
+
+
+def test_a_message_class_that_would_omit_its_defaults_is_refused():
+    from typing import ClassVar
+
+    from mesoslike.wire import compiled
+
+    class Omitting(msgspec.Struct, frozen=True, omit_defaults=True):
+        TYPE: ClassVar[str] = "OMITTING"
+        name: str = ""
+
+    with pytest.raises(TypeError, match="writes every field"):
+        compiled.encoder(Omitting, 1)
+
+
+def test_a_status_and_a_task_leave_their_default_fields_out():
+    from mesoslike.wire.checking import from_plain
+
+    written = msgpack.unpackb(encode(m.StatusUpdate("fw-1", STATUS.replace(exit_code=None, message=""))), raw=False)
+    assert set(written["status"]) == {"task_id", "state", "agent_id", "source", "uuid", "timestamp", "framework_id"}
+    bare = TaskInfo("t2", "a1", "true", R("cpus:0.01;mem:1"))
+    written = msgpack.unpackb(encode(m.RunTask(FW, bare)), raw=False)
+    assert set(written["task"]) == {"task_id", "agent_id", "command", "resources"}
+    # each decoder fills what is left out: the compiled one and the checking one alike
+    assert decode(encode(m.RunTask(FW, bare))).task == bare
+    assert from_plain(TaskInfo, written["task"], "task") == bare
 
 
 # ----------------------------------------------- hostile numbers (issue 12 §2)

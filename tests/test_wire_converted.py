@@ -86,3 +86,23 @@ def test_made_by_a_call_they_convert_as_before():
     with pytest.raises(ValueError):
         AgentInfo("h", R("cpus:4"), attributes={"ra ck": "x"})
     assert AgentInfo("h", R("cpus:4"), attributes={"rack": "r1"}).attributes == {"rack": "r1"}
+
+
+def test_a_task_replaced_is_what_a_task_made_whole_is():
+    """``TaskInfo.replace`` of fields its conversion does not touch copies
+    the task as it is (converted already); of fields it does, converts and
+    checks them as a new task's."""
+    import collections
+
+    task = TaskInfo("t", "", "c", R("cpus:1"), environment=collections.OrderedDict(K="v"), labels={"k": "v"},
+                    uris=[CommandURI("https://h/f")], arguments=("x",), shell=False)
+    copy = task.replace(task_id="t2", agent_id="a1", command="d")
+    assert copy == TaskInfo("t2", "a1", "d", R("cpus:1"), environment={"K": "v"}, labels=[Label("k", "v")],
+                            uris=[CommandURI("https://h/f")], arguments=["x"], shell=False)
+    assert type(copy.environment) is dict and type(copy.arguments) is list and copy.labels == [Label("k", "v")]
+    assert task.replace(environment=collections.OrderedDict(A="b")).environment == {"A": "b"}
+    assert type(task.replace(environment=collections.OrderedDict(A="b")).environment) is dict
+    with pytest.raises(ValueError, match="at most 100 URIs"):
+        task.replace(task_id="t3", uris=[CommandURI("https://h/f")] * 101)
+    with pytest.raises(ValueError):
+        task.replace(arguments=["a\x00b"])

@@ -287,6 +287,7 @@ class CommandScheduler(Scheduler):
         free = [offer.resources for offer in offers]
         room = [self.max_staging_per_agent - self.staging.get(offer.agent_id, 0) for offer in offers]
         need = self.resources
+        template = self._task_template()   # (each task a copy of it: a new TaskInfo made whole cost ~2 µs)
         for limit in (share, None):
             for i, offer in enumerate(offers):
                 fits = _copies_that_fit(free[i], need)
@@ -294,12 +295,12 @@ class CommandScheduler(Scheduler):
                     count = min(fits, room[i] - len(tasks[i]), progress.instances - progress.launched,
                                 fits if limit is None else limit - len(tasks[i]))
                     if count > 0:
-                        tasks[i].extend([self._new_task(offer) for _ in range(count)])
+                        tasks[i].extend([self._new_task(offer, template) for _ in range(count)])
                         free[i] = free[i] - need.scale(count)
                     continue
                 while progress.launched < progress.instances and free[i].contains(need) and \
                         len(tasks[i]) < room[i] and (limit is None or len(tasks[i]) < limit):
-                    tasks[i].append(self._new_task(offer))
+                    tasks[i].append(self._new_task(offer, template))
                     free[i] = free[i] - need
         for offer, launched in zip(offers, tasks):
             if launched:
@@ -341,13 +342,19 @@ class CommandScheduler(Scheduler):
             log.info("%s (waiting for a bigger agent)", notice)
         self.progress.too_big = needed
 
-    def _new_task(self, offer: Offer) -> TaskInfo:
+    def _task_template(self) -> TaskInfo:
+        """A task as this scheduler's are now, but for its id and agent (made whole: converted and checked)."""
+        return TaskInfo(task_id="", agent_id="", command=self.command, resources=self.resources, name=self.name,
+                        environment=self.environment, health_check=self.health_check, uris=self.uris,
+                        labels=self.labels, container=self.container, shell=self.shell)
+
+    def _new_task(self, offer: Offer, template: TaskInfo | None = None) -> TaskInfo:
+        """The next instance's task on ``offer``: ``template`` (:meth:`_task_template`, made for this
+        round of offers) with its id and agent."""
         progress = self.progress
         task_id = f"{self.task_prefix}-{progress.launched}"
         progress.staged(task_id, offer.hostname, offer.agent_id)
-        return TaskInfo(task_id=task_id, agent_id=offer.agent_id, command=self.command, resources=self.resources,
-                        name=self.name, environment=self.environment, health_check=self.health_check,
-                        uris=self.uris, labels=self.labels, container=self.container, shell=self.shell)
+        return (template or self._task_template()).replace(task_id=task_id, agent_id=offer.agent_id)
 
     def _place_constrained(self, driver, offers: list[Offer]) -> None:
         """One instance at a time, each on the next offer (in turn) that has

@@ -30,9 +30,14 @@ mutate every field of every message of every protocol to hold it to that).
 
 **Encoding** (:func:`encoder`): msgspec writes the message's map (every
 field by name; ``Resources`` as their string, :func:`_encode_hook`), and the
-frame is that map with ``v`` and ``type`` put first. Values of ``Any``
-fields are checked to be plain data first: msgspec would write a date or a
-set that no decoder takes back.
+frame is that map with ``v`` and ``type`` put first. A value type declared
+with ``omit_defaults`` (``TaskInfo``, ``TaskStatus``: most of their fields
+are at their defaults in nearly every task) leaves its fields at their
+defaults out; every decoder fills an absent field's default, so the
+defaults are part of the protocol. A message class itself writes every
+field (its frame's map header is fixed: :func:`encoder` refuses one that
+omits). Values of ``Any`` fields are checked to be plain data first:
+msgspec would write a date or a set that no decoder takes back.
 
 Pure: no I/O.
 """
@@ -298,6 +303,8 @@ def encoder(cls: type, version: int) -> Callable[[Any], bytes]:
     ``version``: ``{"v": version, "type": TYPE, ...fields}``, ``v`` and
     ``type`` first (:meth:`mesoslike.wire.codec.Codec.peek_type` reads them
     without decoding). Raises on a value it cannot carry."""
+    if issubclass(cls, msgspec.Struct) and cls.__struct_config__.omit_defaults:
+        raise TypeError(f"{cls.__name__}: a message class writes every field (its frame's map header is fixed)")
     count = len(fields(cls))
     body_header = _map_header(count)
     skip = len(body_header)
@@ -309,7 +316,7 @@ def encoder(cls: type, version: int) -> Callable[[Any], bytes]:
         if check is not None:
             check(message)
         body = encode(message)
-        if body[:skip] != body_header:   # (msgspec writes every field: never so)
+        if body[:skip] != body_header:   # (a message class writes every field: never so)
             raise ValueError(f"expected a map of {count} fields")
         return head + body[skip:]
     return encode_message
