@@ -225,8 +225,10 @@ class SessionGuard:
         read_end, write_end = os.pipe()     # both close-on-exec: only pass_fds hands the read end over
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
-        # the guard runs this very code, whether installed or run from a checkout
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        if os.path.basename(package_root) not in ("site-packages", "dist-packages"):
+            # run from a checkout: the guard runs this very code (an installed one finds itself; its
+            # site-packages ahead of the standard library could shadow it)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "mesoslike.ha.session_guard", "--fd", str(read_end),
