@@ -313,3 +313,16 @@ def test_a_killed_leading_master_is_replaced_through_its_guard_before_its_sessio
                    cluster.diagnostics)
     assert [info.address for info in scheduler.of("reregistered")] == [second.address]
     wait_until(lambda: not any(alive(pid) for pid in guards), GUARD_WAIT, "the dead leader's guard to exit")
+
+
+def test_a_session_beyond_the_records_bounds_is_not_guarded_and_says_so(caplog):
+    from mesoslike.ha.session_guard import SessionGuard
+
+    guard = SessionGuard(",".join(f"zk{i}.example:2181" for i in range(200)), 5.0)   # hosts past the bound
+    guard.start()
+    try:
+        guard.tell((0x1234, bytes(16)))   # in kazoo's thread in a master: must not raise
+        assert "cannot be told this session" in caplog.text
+    finally:
+        guard.bye()
+    assert guard.pid is not None and not alive(guard.pid)

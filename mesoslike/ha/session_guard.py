@@ -255,8 +255,14 @@ class SessionGuard:
             if self._fd is None or session_id == self._told:
                 return
             self._told = session_id
-            self._write(encode_session(SessionRecord(hosts=self._hosts, session_id=session_id, password=password,
-                                                     timeout=self._timeout, auth=self._auth)))
+            try:
+                record = encode_session(SessionRecord(hosts=self._hosts, session_id=session_id, password=password,
+                                                      timeout=self._timeout, auth=self._auth))
+            except ValueError as exc:   # hosts or credentials beyond the record's bounds
+                log.warning("the ZooKeeper session guard cannot be told this session (%s): if this master dies, "
+                            "its session ends only at the session timeout", exc)
+                return
+            self._write(record)
 
     def bye(self) -> None:
         """The master stops cleanly: tell the guard, which exits without
