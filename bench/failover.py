@@ -31,7 +31,12 @@ SIGKILL the leader's process group (t = 0) and record, on the monotonic clock
 shared by every process of the machine:
 
 ``detect_s``       the group's leading znode changes (a ``LeaderDetector`` in
-                   this process): ZooKeeper expired the dead leader's session,
+                   this process): the dead leader's session ended. With the
+                   masters' session guard (``--session-guard on``, the
+                   product's default) its guard process closes it as soon as
+                   the kernel has closed the dead master's pipe; without
+                   (``off``), or with ``--kill-mode freeze`` (the leader and
+                   its guard SIGSTOPped: a host gone), ZooKeeper expires it
                    ``--zk-session-timeout`` after it last heard from it (kazoo
                    pings every third of the timeout, so 2/3 to 1 timeout
                    after the kill).
@@ -234,7 +239,10 @@ class Master:
             "--zk", zk_url, "--zk-session-timeout", str(args.zk_session_timeout),
             "--allocation-interval", str(args.allocation_interval), "--log-level", args.master_log_level,
             "--standby-registry-mirror" if getattr(args, "standby_mirror", "on") == "on" else
-            "--no-standby-registry-mirror"], cpus=args.master_cpus)
+            "--no-standby-registry-mirror",
+            # absent: the product's default (a tree from before the guard has no such flag)
+            *({"on": ["--zk-session-guard"], "off": ["--no-zk-session-guard"]}.get(
+                getattr(args, "session_guard", "default"), []))], cpus=args.master_cpus)
         self.address = f"tcp://127.0.0.1:{self.port}"
 
     def get(self, path: str, timeout: float = 5.0) -> str | None:
@@ -290,7 +298,31 @@ class Master:
                 out[key] = int(value.split()[0]) * 1024
         return out
 
-    def kill(self) -> None:
+    def guards(self) -> list[int]:
+        """The pids of this master's session guards (mesoslike.ha.session_guard: processes of their own
+        session, so a signal to the master's process group does not reach them)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+            except OSError:
+                continue
+            if b"mesoslike.ha.session_guard" in argv and str(self.proc.pid).encode() in argv:
+                found.append(int(entry.name))
+        return found
+
+    def freeze(self, guards: list[int]) -> None:
+        """SIGSTOP the process group and the guards: a host gone (the session timeout decides)."""
+        for pid in guards:
+            os.kill(pid, signal.SIGSTOP)
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def kill(self, guards: list[int] | None = None) -> None:
+        for pid in guards or []:   # a frozen master's guards first: they must not act after it
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
 
@@ -582,9 +614,14 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             cpu_before = {"new_leader": cpu_seconds([standby.proc.pid]),
                           "agent_processes": cpu_seconds([w.pid for w in workers.workers])}
             standby.forget_turns()
+            guards = leader.guards()
             killed_at = time.monotonic()
-            leader.kill()
-            log(f"failover {number + 1}: killed {leader.name}")
+            if args.kill_mode == "freeze":
+                leader.freeze(guards)
+            else:
+                leader.kill()
+            log(f"failover {number + 1}: {'froze' if args.kill_mode == 'freeze' else 'killed'} {leader.name} "
+                f"({len(guards)} session guard(s))")
             rounds = workers.wait_rounds(standby.address, args.timeout)
             framework_times = frameworks.wait_for("reregistered", standby.address, args.timeout)
             stop_polling.set()
@@ -599,8 +636,12 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             last_agent = max(r["last_at"] for r in rounds)
             first_agent = min(r["first_at"] for r in rounds)
             total = max(last_agent, framework_times[-1]) - killed_at
+            if args.kill_mode == "freeze":
+                leader.kill(guards)   # the frozen host never comes back; a fresh master does, below
             record = {
                 "killed": leader.name,
+                "kill_mode": args.kill_mode,
+                "leader_session_guards": len(guards),
                 "new_leader": standby.name,
                 "detect_s": detected - killed_at if detected else None,
                 "agents_detect_s": min(r["changed_at"] for r in rounds) - killed_at,
@@ -731,7 +772,7 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 
 CODE_FILES = ["mesoslike/master/core.py", "mesoslike/master/runtime.py", "mesoslike/master/registry.py",
-              "mesoslike/ha/registry_store.py", "mesoslike/wire/codec.py", "mesoslike/allocator/hierarchical.py",
+              "mesoslike/ha/registry_store.py", "mesoslike/ha/zookeeper.py", "mesoslike/ha/session_guard.py", "mesoslike/wire/codec.py", "mesoslike/allocator/hierarchical.py",
               "bench/failover.py"]
 
 
@@ -808,6 +849,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--standby-mirror", choices=["on", "off"], default="on",
                         help="the masters' --standby-registry-mirror (on, the default: the standby keeps the "
                              "registry loaded and the new leader reads only what changed; off: it reads it all)")
+    parser.add_argument("--session-guard", choices=["on", "off", "default"], default="default",
+                        help="the masters' --zk-session-guard (on: a killed leader's session is closed at once by "
+                             "its guard; off: ZooKeeper expires it after the session timeout; default: the "
+                             "product's, which is on — and a tree from before the guard has none)")
+    parser.add_argument("--kill-mode", choices=["kill", "freeze"], default="kill",
+                        help="kill: SIGKILL the leader's process group (t = 0; default); freeze: SIGSTOP it and "
+                             "its session guard (a host gone: the session timeout decides), then kill it once "
+                             "the failover is measured")
     parser.add_argument("--compare-mirror-off", action="store_true",
                         help="run every size first with --standby-mirror off (the baseline, under \"baseline\"), "
                              "then as asked")
@@ -857,6 +906,8 @@ def main(argv: list[str] | None = None) -> int:
             "master_options": {"allocation_interval": args.allocation_interval, "others": "defaults"},
             "master_backlog_experiment": args.master_backlog or None,
             "standby_registry_mirror": args.standby_mirror,
+            "session_guard": args.session_guard,
+            "kill_mode": args.kill_mode,
             "frameworks": args.frameworks,
             "agent_resources": args.agent_resources,
             "task_resources": "half of the agent's cpus and mem, split over its tasks",

@@ -395,25 +395,30 @@ def test_the_readme_says_to_activate_the_venv_and_that_works():
     assert done.stdout.splitlines()[0] == str(REPO / ".venv" / "bin" / "mesoslike")
 
 
-def test_a_killed_leaders_session_ends_only_after_the_session_timeout_as_the_readme_says(cluster, zookeeper):
-    """README: a killed master's ZooKeeper session does not end "at once":
-    ZooKeeper expires it between 2/3 of the timeout and the whole of it."""
+def test_a_killed_leaders_session_ends_at_once_with_its_guard_and_after_the_timeout_without(cluster, zookeeper):
+    """README: a killed master's ZooKeeper session ends at once (its session
+    guard closes it), and, with --no-zk-session-guard, only when ZooKeeper
+    expires it: between 2/3 of the timeout and the whole of it."""
     from kazoo.client import KazooClient
 
-    assert "at once if the process died" not in (REPO / "README.rst").read_text()
-    cluster.start_master("--zk", zookeeper.url("/rough-session"), "--zk-session-timeout", "6")
-    cluster.wait_until(lambda: cluster.state()["is_leader"], 30, "the master to lead")
+    readme = (REPO / "README.rst").read_text()
+    assert "or its process dies" in readme and "--no-zk-session-guard" in readme
     client = KazooClient(hosts=zookeeper.hosts)
     client.start(timeout=10)
     try:
-        def members() -> list[str]:
-            return [c for c in client.get_children("/rough-session") if c.startswith("json.info_")]
+        for path, timeout, flags in (("/rough-guarded", 30, ()), ("/rough-session", 6, ("--no-zk-session-guard",))):
+            def members() -> list[str]:
+                return [c for c in client.get_children(path) if c.startswith("json.info_")]
 
-        assert len(members()) == 1
-        cluster.master.kill()   # SIGKILL: no goodbye to ZooKeeper
-        killed_at = time.monotonic()
-        wait_until(lambda: not members(), 30, "ZooKeeper to expire the killed leader's session")
-        assert time.monotonic() - killed_at >= 6.0 * 2 / 3 - 0.5   # not at once
+            cluster.start_master("--zk", zookeeper.url(path), "--zk-session-timeout", str(timeout), *flags)
+            cluster.wait_until(lambda: cluster.state()["is_leader"], 30, "the master to lead")
+            assert len(members()) == 1
+            cluster.master.kill()   # SIGKILL of its process group: no goodbye to ZooKeeper
+            killed_at = time.monotonic()
+            # guarded: well within the 30 s session; unguarded: the whole session at most
+            wait_until(lambda: not members(), 15, f"the killed leader's session to end ({path})")
+            if flags:
+                assert time.monotonic() - killed_at >= timeout * 2 / 3 - 0.5   # not at once
     finally:
         client.stop()
         client.close()

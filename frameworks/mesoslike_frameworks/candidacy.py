@@ -122,7 +122,10 @@ class Candidacy:
         self.contender = MasterContender(self.url, dict(info), on_elected=self._elected,
                                          on_demoted=lambda reason: self._events.put(Demoted(reason)),
                                          session_timeout=session_timeout, warn_unverified=False,
-                                         on_znode=lambda znode: self._events.put(ZnodeChanged(znode)))
+                                         on_znode=lambda znode: self._events.put(ZnodeChanged(znode)),
+                                         # a killed leader's session is closed at once (docs/ha.rst): its
+                                         # standby takes over without waiting out the session timeout
+                                         session_guard=True)
         self.store: ZooKeeperRecordStore | None = None
         self.service: Any = None
         self._stopping = threading.Event()

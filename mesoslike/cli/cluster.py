@@ -226,6 +226,10 @@ def _stop_on_sigterm(stop) -> None:
              "guard the group's znodes so that only masters may change them (others read).")
 @option("master", "--zk-session-timeout", type=_POSITIVE, default=10.0,
         help="ZooKeeper session timeout (s): how long a frozen or cut-off leader keeps its term.")
+@option("master", "--zk-session-guard/--no-zk-session-guard", default=True,
+        help="With --zk: a guard process (in a session of its own) closes this master's ZooKeeper session as "
+             "soon as the master's process dies (kill -9, a crash), so that a standby leads at once instead of "
+             "after --zk-session-timeout. A frozen or cut-off master still keeps its term for the timeout.")
 @option("master", "--standby-registry-mirror/--no-standby-registry-mirror", default=True,
         help="With --zk: while standing by, keep a copy of the registry current through ZooKeeper watches, "
              "so that taking over reads only the registry's znodes that changed since (costs the standby "
@@ -241,8 +245,8 @@ def _stop_on_sigterm(stop) -> None:
         help="TOML file of principals (keys, kinds, tokens) and ACLs (docs/security.rst): every peer must "
              "authenticate with a listed key.")
 @logging_option("master")
-def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_timeout, standby_registry_mirror,
-           work_dir, key, credentials, insecure, http_auth, http_tls_cert, http_tls_key, **options) -> None:
+def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_timeout, zk_session_guard,
+           standby_registry_mirror, work_dir, key, credentials, insecure, http_auth, http_tls_cert, http_tls_key, **options) -> None:
     """Run a master. Prints the address it bound."""
     from mesoslike.credentials import load_credentials, load_keys
     from mesoslike.master.runtime import MasterRuntime
@@ -258,7 +262,8 @@ def master(ip, port, http_port, roles, advertise_ip, zk, zk_auth, zk_session_tim
         store = FileRegistryStore(work_dir) if work_dir and zk_url is None else None
         settings = MasterSettings(
             address=f"tcp://{ip}:{port}", http_port=http_port, config=config, zk=zk_url,
-            zk_session_timeout=zk_session_timeout, standby_mirror=standby_registry_mirror, roles=roles, keys=load_keys(key),
+            zk_session_timeout=zk_session_timeout, zk_session_guard=zk_session_guard,
+            standby_mirror=standby_registry_mirror, roles=roles, keys=load_keys(key),
             credentials=load_credentials(credentials) if credentials else None, insecure=insecure,
             http_auth=http_auth, http_tls=_tls(http_tls_cert, http_tls_key), advertise_ip=advertise_ip)
         runtime = MasterRuntime(settings, registry_store=store)

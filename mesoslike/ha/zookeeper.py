@@ -35,6 +35,7 @@ from kazoo.retry import KazooRetry
 
 from mesoslike.errors import ConfigError, MesoslikeError
 from mesoslike.ha.connection_log import ConnectionLog
+from mesoslike.ha.session_guard import SessionGuard
 from mesoslike.ha.url import ZkUrl
 from mesoslike.master.storage import RegistryFencedError
 from mesoslike.observations import NOTICE
@@ -411,12 +412,22 @@ class MasterContender(_GroupWatcher):
     ZooKeeper (hand the event to your own loop): ``on_demoted`` and
     ``on_znode`` run inside kazoo's connection thread when the connection is
     suspended or the session lost.
+
+    ``session_guard``: with a client of its own, start a guard process
+    (:mod:`mesoslike.ha.session_guard`) that closes the contender's session
+    as soon as this process dies, so that another contender leads without
+    waiting out the session timeout; told every new session, and bye on stop.
     """
 
     def __init__(self, url: ZkUrl, info: dict, on_elected: Callable[[], None], on_demoted: Callable[[str], None],
                  session_timeout: float = 10.0, client: KazooClient | None = None,
-                 on_znode: Callable[[str | None], None] | None = None, warn_unverified: bool = True) -> None:
+                 on_znode: Callable[[str | None], None] | None = None, warn_unverified: bool = True,
+                 session_guard: bool = False) -> None:
         super().__init__(url, client, session_timeout, role="contender")
+        #: the process that closes this contender's session when this process dies (a borrowed client's
+        #: session is its owner's to guard)
+        self._guard: SessionGuard | None = SessionGuard(url.hosts, session_timeout, url.auth) \
+            if session_guard and client is None else None
         #: log (once per znode) a member without the group's ACL that outranks this one (docs/security.rst):
         #: masters do; groups that never have an ACL of their own (the Fuxi and service schedulers') do not,
         #: or every failover of theirs would warn of what their docs already say
@@ -455,6 +466,13 @@ class MasterContender(_GroupWatcher):
         znode cannot be created within ``timeout`` seconds.
         """
         self._connect_and_listen(timeout)
+        if self._guard is not None:
+            try:
+                self._guard.start()
+            except OSError as exc:
+                self._stop_watching()
+                raise ZooKeeperError(f"could not start the ZooKeeper session guard: {exc}") from None
+            self._guard.tell(self.client.client_id)   # later sessions: _state_changed
         try:
             znode = self._create_znode(timeout)
         except (KazooException, ZooKeeperError) as exc:
@@ -557,6 +575,11 @@ class MasterContender(_GroupWatcher):
         self._stop_watching()
         log.info("left the master group %s", self._path)
 
+    def _stop_watching(self) -> None:
+        super()._stop_watching()
+        if self._guard is not None:
+            self._guard.bye()   # after the session's close: a master killed before this still has its guard
+
     def _create_znode(self, timeout: float) -> str:
         result = self.client.create_async(f"{self._path}/{MEMBER_PREFIX}", self._data, ephemeral=True, sequence=True)
         return _wait(result, timeout)
@@ -587,6 +610,8 @@ class MasterContender(_GroupWatcher):
     def _state_changed(self, state: str) -> None:
         # Runs in kazoo's connection thread, before anything else can act on
         # the new state: the leader stops acting as one immediately.
+        if state == KazooState.CONNECTED and self._guard is not None:
+            self._guard.tell(self.client.client_id)   # a new session after LOST; the same one is not told again
         if state in (KazooState.SUSPENDED, KazooState.LOST):
             with self._lock:
                 self._epoch += 1

@@ -391,7 +391,8 @@ class MasterRuntime:
                     "mesoslike_version": __version__}
         self._contender = MasterContender(zk, info, on_elected=lambda: self._hand_over(ElectionWon()),
                                           on_demoted=self._on_demoted, session_timeout=session_timeout,
-                                          on_znode=lambda znode: self._hand_over(ZnodeChanged(znode)))
+                                          on_znode=lambda znode: self._hand_over(ZnodeChanged(znode)),
+                                          session_guard=self.settings.zk_session_guard)
         try:
             self._contender.start()
         except Exception:

@@ -42,6 +42,8 @@ class MasterSettings:
     policy and bounds. ``master_id``: its id (default: a random one).
     ``zk``: a :class:`mesoslike.ha.ZkUrl` to run highly available (the
     registry then lives in ZooKeeper), with ``zk_session_timeout``;
+    ``zk_session_guard``: a guard process closes this master's session as
+    soon as the master's process dies (:mod:`mesoslike.ha.session_guard`);
     ``standby_mirror``: while following, keep a copy of the registry current
     (ZooKeeper watches) so that taking over reads only what changed.
     ``roles``: the roles file's settings (docs/roles.rst), applied whenever
@@ -58,6 +60,7 @@ class MasterSettings:
     master_id: str | None = None
     zk: ZkUrl | None = None
     zk_session_timeout: float = 10.0
+    zk_session_guard: bool = True
     standby_mirror: bool = True
     roles: RolesConfig | None = None
     keys: CurveKeys | None = None
