@@ -23,9 +23,15 @@ class Clock(Protocol):
 class SystemClock:
     """The real monotonic clock (``time.monotonic``)."""
 
-    #: the builtin itself, not a method calling it: read several times a task in each process of the
-    #: control plane, and a Python frame a read cost as much again (docs/performance.rst, ctl29o)
-    now = staticmethod(time.monotonic)
+    def __init__(self) -> None:
+        # each instance reads the builtin itself, not this method: the clock is read several times a task in
+        # each process of the control plane, and a Python frame a read cost as much again (docs/performance.rst,
+        # ctl29o). The method stays the class's documented ``now()`` (a builtin has no signature to inspect).
+        self.now = time.monotonic   # type: ignore[method-assign]
+
+    def now(self) -> float:
+        """Monotonic seconds (``time.monotonic()``)."""
+        return time.monotonic()
 
     def __repr__(self) -> str:
         return "SystemClock()"
