@@ -644,7 +644,8 @@ class AppMasterCore:
                              for copy in unit.running.get(instance, ())}))
 
     def _active(self, unit: _Unit) -> bool:
-        return all(self._units[name].complete for name in unit.spec.after)
+        # most units wait for none: no generator for them (several calls an instance's result)
+        return not unit.spec.after or all(self._units[name].complete for name in unit.spec.after)
 
     def _wanted(self, unit: _Unit) -> int:
         if self._state != RUNNING or unit.complete or not self._active(unit):
@@ -692,6 +693,8 @@ class AppMasterCore:
             if self.queue_below > 0 and self._state == RUNNING and self._active(unit):
                 for worker in to_queue:
                     self._queue_next(unit, worker)
+        if not unit.idle:
+            return   # (a worker's result that gave it its next run: nothing to release)
         keep = 0
         if self._state == RUNNING and self._active(unit):
             keep = min(len(unit.unknown), unit.spec.slots - unit.busy)
