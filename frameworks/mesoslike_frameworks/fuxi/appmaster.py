@@ -202,7 +202,10 @@ class AppMaster:
         self._saving = _Held()
         #: per worker's connection: the ACKs written and not sent yet, for its next ASSIGN to carry, and since when
         self._acks: dict[bytes, tuple[list[list[int]], float]] = {}
-        self._poller = Poller([self._server, self._waker])
+        # the service's socket too: its answers wake the loop (JOB_ENDED's answer ends the job at once, not at the
+        # next poll's timeout), and a turn reads it only when it holds something (reading an empty socket — its
+        # monitor, then its queue — was a tenth of a busy turn)
+        self._poller = Poller([self._server, self._waker, *([self._service] if self._service is not None else [])])
         self._ended: protocol.JobEnded | None = None      # the core's JOB_ENDED, sent until answered
         self._end_request: protocol.JobEnded | None = None
         self._end_sent = 0.0
@@ -259,12 +262,15 @@ class AppMaster:
         # preparation — changes nothing it depends on): one O(running) call a turn, not two
         wakeup = self._wakeup
         timeout = POLL if wakeup is None else min(POLL, max(0.0, wakeup - now))
-        if self._server in self._poller.poll(timeout):
+        ready = self._poller.poll(timeout)
+        if self._server in ready:
             for peer, frame in self._server.receive_frames():
                 self._on_worker_frame(peer, frame)
+        service = self._service
+        if service is not None and service in ready:
+            for _, answer in service.receive_frames():
+                self._on_service_frame(answer)
         self._follow_service()
-        for _, answer in self._service.receive_frames() if self._service is not None else ():
-            self._on_service_frame(answer)
         now = self.clock.now()
         self._wakeup = None
         try:
@@ -299,8 +305,10 @@ class AppMaster:
         if leader and leader != self._service_address:
             log.info("the Fuxi service is now at %s", leader)
             if self._service is not None:
+                self._poller.unregister(self._service)
                 self._service.close()
             self._service, self._service_address = self._connect(leader), leader
+            self._poller.register(self._service)
             # the new leader knows nothing of this job's slots and desires until our report: at once,
             # not when the last one (sent to the dead leader) is PROGRESS_MAX_INTERVAL old
             self._report_sent = -1e9
