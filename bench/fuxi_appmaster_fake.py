@@ -40,7 +40,8 @@ from mesoslike_frameworks.fuxi.service import JobKeys  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def one_job(start: list[str], tree: Path, instances: int, slots: int, run_s: float, work: Path) -> dict:
+def one_job(start: list[str], tree: Path, instances: int, slots: int, run_s: float, work: Path,
+            env: dict[str, str] | None = None) -> dict:
     job_dir = Path(tempfile.mkdtemp(dir=work))
     document = {"job": {"name": "alone", "units": [{"name": "work", "slots": slots, "cpus": 0.1, "mem": 64,
                                                     "instances": instances, "command": "true"}]}}
@@ -53,6 +54,7 @@ def one_job(start: list[str], tree: Path, instances: int, slots: int, run_s: flo
             "--key", str(keys.appmaster_secret_path), f"--worker-key={keys.worker.public.decode()}"]
     base_env = {name: value for name, value in os.environ.items() if not name.startswith("FUXI_")}
     base_env["PYTHONPATH"] = f"{tree}{os.pathsep}{tree / 'frameworks'}"   # this tree's code, whatever is installed
+    base_env.update(env or {})
     started = time.perf_counter()
     with open(job_dir / "appmaster.log", "wb") as log_file:
         appmaster = subprocess.Popen(argv, cwd=tree, env={**base_env, "FUXI_AM_TOKEN": alone.TOKEN},
@@ -128,10 +130,17 @@ def main() -> None:
     parser.add_argument("--run-ms", type=float, default=20.0, help="an instance's run, ms (default: %(default)s)")
     parser.add_argument("--before-tree", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE",
+                        help="also run this tree's AppMaster with VAR=VALUE in its environment, as NAME")
     parser.add_argument("--wrap", default="", help="a command the AppMaster runs under (a profiler), split on spaces")
     args = parser.parse_args()
     doc, started, load_start = benchlib.start("fuxi_appmaster_fake", None, {"git_head": benchlib.git_state([])[0]})
     trees = benchlib.trees(ROOT, args.before_tree, doc)
+    envs: dict[str, dict[str, str]] = {name: {} for name in trees}
+    for variant in args.variant:
+        name, _, assignment = variant.partition(":")
+        var, _, value = assignment.partition("=")
+        trees[name], envs[name] = trees["after"], {var: value}
     # one interpreter for both trees, each with its own code on PYTHONPATH (the loop is measured, not the start)
     starts = {name: [*args.wrap.split(), sys.executable, "-m", "mesoslike_frameworks.fuxi.appmaster"] for name in trees}
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-am-fake-"))
@@ -143,7 +152,7 @@ def main() -> None:
             order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
             for name, (_, tree) in order:
                 results[name].append(one_job(starts[name], tree, args.instances, args.slots, args.run_ms / 1000,
-                                             work))
+                                             work, envs[name]))
             tp.log(f"round {r + 1}: " + ", ".join(
                 f"{name} {results[name][-1]['seconds']:.2f} s, appmaster "
                 f"{1e6 * results[name][-1]['appmaster'] / args.instances:.0f} us an instance" for name in trees)
@@ -155,9 +164,10 @@ def main() -> None:
         doc[name] = {"seconds": tp.spread([x["seconds"] for x in results[name]]),
                      "appmaster_cpu_us_per_instance": tp.spread([1e6 * x["appmaster"] / args.instances
                                                                  for x in results[name]])}
-    if "before" in trees:
-        doc["after_of_before_percent"] = tp.spread([100 * a["appmaster"] / b["appmaster"]
-                                                    for a, b in zip(results["after"], results["before"])])
+    for name in trees:
+        if name != "before" and "before" in trees:
+            doc[f"{name}_of_before_percent"] = tp.spread([100 * a["appmaster"] / b["appmaster"]
+                                                          for a, b in zip(results[name], results["before"])])
     benchlib.finish(doc, started, load_start, args.out, tp.log, None)
 
 
