@@ -215,8 +215,6 @@ class AppMaster:
         self._parent = os.getppid()
         #: the core's next_wakeup() at the end of the last turn (None: none, or not known yet)
         self._wakeup: float | None = None
-        self.write_every = float(os.environ.get("FUXI_AM_WRITE_EVERY", "0"))
-        self._write_started = -1e9
 
     def _connect(self, service: str) -> Client:
         """A connection to the service: with the job's key when it is authenticated (``service_key``)."""
@@ -264,8 +262,6 @@ class AppMaster:
         # preparation — changes nothing it depends on): one O(running) call a turn, not two
         wakeup = self._wakeup
         timeout = POLL if wakeup is None else min(POLL, max(0.0, wakeup - now))
-        if self._dirty and not self._writer.busy:   # a write held back (write_every): at its time
-            timeout = min(timeout, max(0.0, self._write_started + self.write_every - now))
         ready = self._poller.poll(timeout)
         if self._server in ready:
             for peer, frame in self._server.receive_frames():
@@ -543,7 +539,7 @@ class AppMaster:
         self._held.service.extend(self._to_service)
         self._to_service.clear()
         self._after_write(self._writer.outcome())
-        if not self._writer.busy and (not self._dirty or now - self._write_started >= self.write_every):
+        if not self._writer.busy:
             self._start_write()
         for peer, (_, since) in list(self._acks.items()):
             if now - since >= ACK_CARRY:
@@ -568,7 +564,6 @@ class AppMaster:
             return
         self._saving, self._held = self._held, _Held()
         self._writer.submit(write)
-        self._write_started = self.clock.now()
 
     def _after_write(self, outcome: object) -> None:
         """A write ended (``outcome``: None, or its OSError): what waited for it goes out."""
