@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import json
 import os
 import shutil
 import subprocess
@@ -45,7 +46,7 @@ def one_job(start: list[str], tree: Path, instances: int, slots: int, run_s: flo
     job_dir = Path(tempfile.mkdtemp(dir=work))
     document = {"job": {"name": "alone", "units": [{"name": "work", "slots": slots, "cpus": 0.1, "mem": 64,
                                                     "instances": instances, "command": "true"}]}}
-    (job_dir / "job.json").write_text(alone.json.dumps(document))
+    (job_dir / "job.json").write_text(json.dumps(document))
     keys = JobKeys.of(job_dir)
     service = alone.StandInService()
     bind = f"tcp://127.0.0.1:{tp.free_port()}"
@@ -127,7 +128,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--instances", type=int, default=1000)
     parser.add_argument("--slots", type=int, default=16)
-    parser.add_argument("--run-ms", type=float, default=20.0, help="an instance's run, ms (default: %(default)s)")
+    parser.add_argument("--run-ms", type=float, default=40.0, help="an instance's run, ms (default: %(default)s)")
     parser.add_argument("--before-tree", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE",
@@ -144,19 +145,13 @@ def main() -> None:
     # one interpreter for both trees, each with its own code on PYTHONPATH (the loop is measured, not the start)
     starts = {name: [*args.wrap.split(), sys.executable, "-m", "mesoslike_frameworks.fuxi.appmaster"] for name in trees}
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-am-fake-"))
-    results: dict[str, list[dict]] = {name: [] for name in trees}
-    loads: list[list[float]] = []
     try:
-        for r in range(args.rounds):
-            loads.append([round(x, 2) for x in os.getloadavg()])
-            order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
-            for name, (_, tree) in order:
-                results[name].append(one_job(starts[name], tree, args.instances, args.slots, args.run_ms / 1000,
-                                             work, envs[name]))
-            tp.log(f"round {r + 1}: " + ", ".join(
-                f"{name} {results[name][-1]['seconds']:.2f} s, appmaster "
-                f"{1e6 * results[name][-1]['appmaster'] / args.instances:.0f} us an instance" for name in trees)
-                + f", load {loads[-1]}")
+        results, loads = alone.interleaved_rounds(
+            trees, args.rounds,
+            lambda name, _, tree: one_job(starts[name], tree, args.instances, args.slots, args.run_ms / 1000, work,
+                                          envs[name]),
+            lambda name, result: f"{name} {result['seconds']:.2f} s, appmaster "
+                                 f"{1e6 * result['appmaster'] / args.instances:.0f} us an instance")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     doc.update({"instances": args.instances, "slots": args.slots, "run_ms": args.run_ms, "loadavg_per_round": loads})
