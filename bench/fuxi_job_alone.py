@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
@@ -176,6 +177,23 @@ def one_job(python: str, tree: Path, command: str, instances: int, slots: int, w
             "instances": sum(children for _, children in worker_cpu)}
 
 
+def interleaved_rounds(trees: dict[str, tuple[str, Path]], rounds: int, run: Callable[[str, str, Path], dict],
+                       describe: Callable[[str, dict], str]) -> tuple[dict[str, list[dict]], list[list[float]]]:
+    """``rounds`` rounds of ``run(name, python, tree)`` for every tree, their order reversed every other round
+    (what runs first in a round shares the machine with what ran before it), each round logged with
+    ``describe(name, result)`` of every tree: the results by tree, and the load average at each round's start."""
+    results: dict[str, list[dict]] = {name: [] for name in trees}
+    loads: list[list[float]] = []
+    for r in range(rounds):
+        loads.append([round(x, 2) for x in os.getloadavg()])
+        order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
+        for name, (python, tree) in order:
+            results[name].append(run(name, python, tree))
+        tp.log(f"round {r + 1}: " + ", ".join(describe(name, results[name][-1]) for name in trees)
+               + f", load {loads[-1]}")
+    return results, loads
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=6)
@@ -197,20 +215,13 @@ def main() -> None:
     commands = {name: worker_command(python, tree) for name, (python, tree) in trees.items()}
     starts = {name: appmaster_argv(python, tree) for name, (python, tree) in trees.items()}
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-job-alone-"))
-    results: dict[str, list[dict]] = {name: [] for name in trees}
-    loads: list[list[float]] = []
     try:
-        for r in range(args.rounds):
-            loads.append([round(x, 2) for x in os.getloadavg()])
-            order = list(trees.items()) if r % 2 == 0 else list(reversed(trees.items()))
-            for name, (python, tree) in order:
-                results[name].append(one_job(python, tree, commands[name], args.instances, slots[name], work,
-                                           starts[name]))
-            tp.log(f"round {r + 1}: " + ", ".join(
-                f"{name} {results[name][-1]['seconds']:.2f} s, cpu ms an instance "
-                + ", ".join(f"{kind} {1000 * results[name][-1][kind] / args.instances:.2f}"
-                            for kind in ("appmaster", "workers", "instances")) for name in trees)
-                + f", load {loads[-1]}")
+        results, loads = interleaved_rounds(
+            trees, args.rounds,
+            lambda name, python, tree: one_job(python, tree, commands[name], args.instances, slots[name], work,
+                                               starts[name]),
+            lambda name, result: f"{name} {result['seconds']:.2f} s, cpu ms an instance " + ", ".join(
+                f"{kind} {1000 * result[kind] / args.instances:.2f}" for kind in ("appmaster", "workers", "instances")))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     doc.update({"instances": args.instances, "slots": slots, "worker_commands": commands,

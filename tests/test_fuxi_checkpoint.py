@@ -45,15 +45,21 @@ class Driver:
     def __init__(self, am: AppMasterCore, clock: FakeClock, seed: int, ok: float = 0.8) -> None:
         self.am, self.clock, self.rng, self.ok = am, clock, random.Random(seed), ok
         self.joined: dict[str, str] = {}          # worker -> host
-        self.runs: dict[str, tuple[int, int]] = {}
+        #: worker -> what it runs, then (with the core's queue_below) the one it holds queued
+        self.runs: dict[str, list[tuple[int, int]]] = {}
         self.next_worker = 0
 
     def follow(self, actions) -> None:
         for action in actions:
             if isinstance(action, ToWorker) and isinstance(action.message, amp.Assign):
-                self.runs[action.worker_id] = (action.message.instance, action.message.attempt)
-            elif isinstance(action, ToWorker):
-                self.runs.pop(action.worker_id, None)
+                self.runs.setdefault(action.worker_id, []).append((action.message.instance, action.message.attempt))
+            elif isinstance(action, ToWorker):   # a KILL: of its run (the queued one runs) or of its queued one
+                runs = self.runs.get(action.worker_id, [])
+                killed = (action.message.instance, action.message.attempt)
+                if killed in runs:
+                    runs.remove(killed)
+                if not runs:
+                    self.runs.pop(action.worker_id, None)
             elif isinstance(action, ToService) and isinstance(action.request, protocol.ReleaseSlot):
                 self.joined.pop(action.request.slot, None)
                 self.runs.pop(action.request.slot, None)
@@ -70,7 +76,9 @@ class Driver:
             self.follow(am.worker_joined(worker, rng.choice(["map", "reduce"]), host, f"er{int(host[1:]) % 2}"))
         elif draw < 0.75 and busy:
             worker = rng.choice(busy)
-            instance, attempt = self.runs.pop(worker)
+            instance, attempt = self.runs[worker].pop(0)
+            if not self.runs[worker]:
+                del self.runs[worker]
             self.follow(am.instance_done(worker, instance, attempt, rng.random() < self.ok, "boom"))
         elif draw < 0.85:
             worker = rng.choice(sorted(self.joined))
@@ -82,13 +90,17 @@ class Driver:
             self.follow(am.tick())
 
 
-@pytest.mark.parametrize("seed, max_attempts, ok, ends", [
-    (0, 3, 0.85, "succeeded"), (2, 3, 0.85, "succeeded"), (4, 3, 0.85, "succeeded"),
-    (1, 3, 0.85, "failed"), (11, 3, 0.85, "failed"), (5, 2, 0.5, "failed")])
-def test_a_snapshot_and_the_journal_since_give_back_the_state_at_every_step(seed, max_attempts, ok, ends):
+@pytest.mark.parametrize("seed, max_attempts, ok, ends, queue_below", [
+    (0, 3, 0.85, "succeeded", 0.0), (2, 3, 0.85, "succeeded", 0.0), (4, 3, 0.85, "succeeded", 0.0),
+    (1, 3, 0.85, "failed", 0.0), (11, 3, 0.85, "failed", 0.0), (5, 2, 0.5, "failed", 0.0),
+    # workers holding a queued run too: its record, and the journal's silence when it starts running
+    (0, 3, 0.85, "succeeded", 10.0), (2, 3, 0.85, "succeeded", 10.0), (10, 3, 0.85, "failed", 10.0),
+    (5, 2, 0.5, "failed", 10.0)])
+def test_a_snapshot_and_the_journal_since_give_back_the_state_at_every_step(seed, max_attempts, ok, ends,
+                                                                            queue_below):
     clock = FakeClock()
     job = spec(max_attempts=max_attempts)
-    am = AppMasterCore("job-1", job, clock)
+    am = AppMasterCore("job-1", job, clock, queue_below=queue_below)
     driver = Driver(am, clock, seed, ok=ok)
     base, records = None, []
     for step in range(2000):
@@ -241,7 +253,7 @@ def bytes_per_end(instances: int, ends: int, tmp_path) -> tuple[float, float]:
     records = checkpoint.counters["records"]
     for n in range(ends):
         worker = sorted(driver.runs)[n % 16]
-        instance, attempt = driver.runs.pop(worker)
+        (instance, attempt), = driver.runs.pop(worker)
         clock.advance(0.01)
         driver.follow(am.instance_done(worker, instance, attempt, True))
         checkpoint.save(am)                           # one turn per end: the worst case

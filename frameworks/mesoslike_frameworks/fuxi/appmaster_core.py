@@ -644,7 +644,8 @@ class AppMasterCore:
                              for copy in unit.running.get(instance, ())}))
 
     def _active(self, unit: _Unit) -> bool:
-        return all(self._units[name].complete for name in unit.spec.after)
+        # most units wait for none: no generator for them (several calls an instance's result)
+        return not unit.spec.after or all(self._units[name].complete for name in unit.spec.after)
 
     def _wanted(self, unit: _Unit) -> int:
         if self._state != RUNNING or unit.complete or not self._active(unit):
@@ -692,6 +693,8 @@ class AppMasterCore:
             if self.queue_below > 0 and self._state == RUNNING and self._active(unit):
                 for worker in to_queue:
                     self._queue_next(unit, worker)
+        if not unit.idle:
+            return   # (a worker's result that gave it its next run: nothing to release)
         keep = 0
         if self._state == RUNNING and self._active(unit):
             keep = min(len(unit.unknown), unit.spec.slots - unit.busy)
@@ -774,13 +777,15 @@ class AppMasterCore:
         worker.queued = copy
         self._out.append(ToWorker(worker.id, self._assign(unit, instance, attempt), "queued"))
 
-    def _unqueue(self, unit: _Unit, worker: _Worker) -> _Copy | None:
-        """Take the worker's queued copy off it (not pending again: the caller says)."""
+    def _unqueue(self, unit: _Unit, worker: _Worker, touch: bool = True) -> _Copy | None:
+        """Take the worker's queued copy off it (not pending again: the caller says). ``touch``: journal the
+        instance (not when the caller runs the copy at once: its record would say what the last one did)."""
         copy, worker.queued = worker.queued, None
         if copy is not None:
             if unit.queued.get(copy.instance) is copy:
                 del unit.queued[copy.instance]
-            unit.touched.add(copy.instance)
+            if touch:
+                unit.touched.add(copy.instance)
         return copy
 
     def _next_of(self, unit: _Unit, worker: _Worker, refill: bool = True) -> None:
@@ -790,21 +795,25 @@ class AppMasterCore:
         KILL: until the killed run is gone the worker still holds the
         promoted one queued, and would refuse a third)."""
         worker.copy = None
-        queued = self._unqueue(unit, worker)
+        queued = self._unqueue(unit, worker, touch=False)
         if queued is not None:
             if self._state == RUNNING and not unit.done[queued.instance] and not unit.running.get(queued.instance):
                 queued.started = self.clock.now()
-                self._add_copy(unit, worker, queued)
+                # queued or running, its journal record is the same (running 1, the same starts): none for
+                # this step — one record an instance fewer when its queueing was journaled already
+                self._add_copy(unit, worker, queued, touch=False)
                 if refill:
                     unit.to_queue.append(worker)
                 return
+            unit.touched.add(queued.instance)
             self._out.append(ToWorker(worker.id, amp.Kill(queued.instance, queued.attempt),
                                       f"instance {queued.instance} is not to run any more"))
         unit.idle[worker.id] = worker
 
-    def _add_copy(self, unit: _Unit, worker: _Worker, copy: _Copy) -> None:
+    def _add_copy(self, unit: _Unit, worker: _Worker, copy: _Copy, touch: bool = True) -> None:
         unit.running.setdefault(copy.instance, []).append(copy)
-        unit.touched.add(copy.instance)
+        if touch:
+            unit.touched.add(copy.instance)
         unit.busy += 1
         unit.idle.pop(worker.id, None)
         worker.copy = copy
