@@ -25,8 +25,8 @@ from mesoslike.master.frameworks import FrameworkLifecycle, text_problem
 from mesoslike.master.offers import OfferDesk
 from mesoslike.master.partitions import UnreachableAgent, agents_to_forget
 from mesoslike.master.reconciliation import Reconciliation
-from mesoslike.master.records import (MAX_ATTRIBUTES, AgentRecord, FrameworkRecord, ReportedStatus, TaskRecord, clip,
-                                      new_status)
+from mesoslike.master.records import (MAX_ATTRIBUTES, MAX_NAME_LENGTH, AgentRecord, FrameworkRecord, ReportedStatus,
+                                      TaskRecord, clip, new_status)
 from mesoslike.master.task_lifecycle import HOLDING, Action, Event, Phase, process
 from mesoslike.resources import Resources
 from mesoslike.wire import TERMINAL_STATES, AgentInfo, FrameworkInfo, TaskState
@@ -139,7 +139,11 @@ class AgentLifecycle:
         re-registering, which may already be this connection's)."""
         context = self._context
         owner = context.owner(peer)
-        problem = _agent_problem(info) or text_problem("the HTTP address", http_address)
+        # every re-registering agent's (no attributes, short texts) in three tests, without the calls and
+        # tuples of the full checks (_agent_problem), which any other one takes
+        problem = None if not info.attributes and len(info.id) <= MAX_NAME_LENGTH and \
+            len(info.hostname) <= MAX_NAME_LENGTH and len(http_address) <= MAX_NAME_LENGTH else \
+            _agent_problem(info) or text_problem("the HTTP address", http_address)
         if problem is None and (agent_id is None or context.agents.owners.owner(agent_id) != owner) \
                 and context.agents.owners.count(owner) >= context.config.max_agents_per_connection:
             held = ", ".join(sorted(context.agents.owners.of(owner)))
@@ -172,10 +176,13 @@ class AgentLifecycle:
             context.out.error(peer, "REREGISTER_AGENT needs the agent's id")
             return
         context.authorize(principal, "register_agents")
-        known = context.agents.records.get(info.id) or context.registry.agents.get(info.id) or context.agents.unreachable.get(info.id)
+        # (the record looked up once: nothing below adds or removes one before it is read again)
+        record = context.agents.records.get(info.id)
+        known = record or context.registry.agents.get(info.id) or context.agents.unreachable.get(info.id)
         if known is not None:
-            context.owned(principal, known.info.principal if isinstance(known, AgentRecord) else known.principal,
-                        f"agent {info.id}")
+            if context.credentials is not None:   # (an anonymous cluster owns no ids: no text made for nothing)
+                context.owned(principal, known.info.principal if isinstance(known, AgentRecord) else known.principal,
+                              f"agent {info.id}")
         elif self._unproven(peer, principal, info.id, msg.receipt):
             return
         if info.id in context.agents.removed:
@@ -186,7 +193,6 @@ class AgentLifecycle:
             msg = msgspec.structs.replace(msg, agent=info)
         if self._refused(peer, principal, info, info.id, msg.http_address):
             return
-        record = context.agents.records.get(info.id)
         if record is None:
             unreachable = context.agents.unreachable.get(info.id)
             if unreachable is not None:
@@ -571,13 +577,13 @@ class AgentLifecycle:
         context.allocator.add_agent(info.id, info.resources, attributes=info.attributes, hostname=info.hostname,
                                  used=used)
         expected = info.id in context.agents.expected
-        context.agents.add(AgentRecord(info=info, peer=peer, registered_at=context.clock.now(),
-                                       http_address=http_address), context.owner(peer))
+        agent = AgentRecord(info=info, peer=peer, registered_at=context.clock.now(), http_address=http_address)
+        context.agents.add(agent, context.owner(peer))
         if expected:
             self._reconciliation.release_held(info.id)
         if info.id in context.agents.drains:   # drained before a failover (the registry kept it): still no offers
             context.allocator.deactivate_agent(info.id)
-        self._keep_in_registry(context.agents.records[info.id])
+        self._keep_in_registry(agent)
         context.out.send(peer, self.registered_message(info))
 
     def _keep_in_registry(self, agent: AgentRecord) -> None:
