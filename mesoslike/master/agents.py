@@ -383,6 +383,26 @@ class AgentLifecycle:
                     self._frameworks.adopt(infos().get(framework_id) or FrameworkInfo(name="(recovered)",
                                                                                     id=framework_id), reported=True)
                 holding.setdefault(framework_id, []).append(executor.resources)
+        self._admit(peer, msg.agent, self._sums(holding), msg.http_address)
+        agent = context.agents.records[msg.agent.id]
+        if executors:
+            agent.executors.update(executors)
+        # frameworks still unknown now: a framework another agent makes known later (adopt) does not
+        # make this agent's skipped tasks its records (as when they were made at once)
+        batch = _PendingTasks(agent, msg.tasks, frozenset(fid for fid in unknown if fid not in frameworks)
+                              if unknown else _NO_FRAMEWORKS, doomed, context.wall_clock(), context.clock.now())
+        if returning or not self.defer_task_records:
+            self._enter_tasks(batch, returning)
+        else:
+            # made after the answer (settle): ~16 µs an agent of ten tasks off the path to the last answer
+            self._pending.append(batch)
+        if doomed:
+            self._doom(peer, agent, doomed)
+        log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
+
+    def _sums(self, holding: dict[str, list[Resources]]) -> dict[str, Resources]:
+        """What each framework's tasks (and executors) on an agent hold:
+        framework id -> the sum of its vectors. O(vectors)."""
         used: dict[str, Resources] = {}
         multiples = self._multiples
         for framework_id, items in holding.items():
@@ -399,26 +419,11 @@ class AgentLifecycle:
                 used[framework_id] = known[1]
                 continue
             used[framework_id] = total = Resources.sum(items)
-            if items.count(first) == count:
+            if items.count(first) == count:   # (count equal vectors: their sum is one's multiple too)
                 if len(multiples) >= _MULTIPLES_KEPT:
                     multiples.clear()
                 multiples[key] = (first, total)
-        self._admit(peer, msg.agent, used, msg.http_address)
-        agent = context.agents.records[msg.agent.id]
-        if executors:
-            agent.executors.update(executors)
-        # frameworks still unknown now: a framework another agent makes known later (adopt) does not
-        # make this agent's skipped tasks its records (as when they were made at once)
-        batch = _PendingTasks(agent, msg.tasks, frozenset(fid for fid in unknown if fid not in frameworks)
-                              if unknown else _NO_FRAMEWORKS, doomed, context.wall_clock(), context.clock.now())
-        if returning or not self.defer_task_records:
-            self._enter_tasks(batch, returning)
-        else:
-            # made after the answer (settle): ~16 µs an agent of ten tasks off the path to the last answer
-            self._pending.append(batch)
-        if doomed:
-            self._doom(peer, agent, doomed)
-        log.info("agent %s re-registered (unknown before) with %d tasks", agent_id, len(msg.tasks))
+        return used
 
     #: whether a re-registered agent's task records are made after the answer (settle) rather than at
     #: once: ~17 us an agent of ten tasks off the path to the answer. failover30i's policy (the loop
@@ -560,27 +565,7 @@ class AgentLifecycle:
                      if e.framework_id in context.frameworks.records}
         for (framework_id, _), executor in executors.items():
             holding.setdefault(framework_id, []).append(executor.resources)
-        used: dict[str, Resources] = {}
-        multiples = self._multiples
-        for framework_id, items in holding.items():
-            first, count = items[0], len(items)
-            if count == 1:
-                used[framework_id] = first
-                continue
-            # a framework's tasks on an agent mostly hold the codec's one parse of their resources: their
-            # sum is that vector's multiple, kept here (a call of Resources.sum a framework was ~0.75 us,
-            # these tests ~0.35); the entry holds the vector its key's id names, so the id is still its
-            key = (id(first), count)
-            known = multiples.get(key)
-            if known is not None and known[0] is first and items.count(first) == count:
-                used[framework_id] = known[1]
-                continue
-            used[framework_id] = total = Resources.sum(items)
-            if items.count(first) == count:
-                if len(multiples) >= _MULTIPLES_KEPT:
-                    multiples.clear()
-                multiples[key] = (first, total)
-        self._admit(peer, msg.agent, used, msg.http_address)
+        self._admit(peer, msg.agent, self._sums(holding), msg.http_address)
         agent = context.agents.records[agent_id]
         agent.executors.update(executors)
         wall = context.wall_clock()
