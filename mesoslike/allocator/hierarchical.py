@@ -320,13 +320,16 @@ class HierarchicalAllocator:
             raise ResourcesError(f"total of agent {agent_id!r} must be Resources, got {type(total).__name__}")
         frameworks = self._frameworks
         holds: dict[str, Resources] = {}
+        holders: list[_Framework] = []   # holds' frameworks, in its order (looked up once)
         if used:
             for framework_id in sorted(used):   # every one known, before anything changes
-                if framework_id not in frameworks:
-                    self._framework(framework_id)   # (raises)
+                framework = frameworks.get(framework_id)
+                if framework is None:
+                    framework = self._framework(framework_id)   # (raises)
                 resources = used[framework_id]
                 if resources:
                     holds[framework_id] = resources
+                    holders.append(framework)
         # what its tasks hold is granted as the agent is added: one subtraction (a re-registering agent's),
         # worked out once for agents alike
         values = tuple(holds.values())
@@ -342,7 +345,8 @@ class HierarchicalAllocator:
             self._agent_sums[alike] = known
         agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {}, holds, known[2], known[3])
         stripped = total.stripped()
-        self._reserve(total, 1)
+        if agent.reserved:   # (_reserve's own test, without its calls: most agents reserve nothing)
+            self._reserve(total, 1)
         self._pending.add(agent_id)
         if self._roles_deferred and not agent.reserved:
             # the sorters' side when they are next read (_book_added): as _charge would, with the role
@@ -354,8 +358,7 @@ class HierarchicalAllocator:
             else:
                 booked[1] += 1
             grants = self._unbooked_grants
-            for framework_id, resources in holds.items():
-                framework = self._frameworks[framework_id]
+            for framework, (framework_id, resources) in zip(holders, holds.items()):
                 framework.used[agent_id] = resources
                 key = (framework_id, id(resources))
                 booked = grants.get(key)
@@ -367,8 +370,7 @@ class HierarchicalAllocator:
         self._role_sorter.add_total(stripped)
         for sorter in self._framework_sorters.values():
             sorter.add_total(stripped)
-        for framework_id, resources in holds.items():
-            framework = self._frameworks[framework_id]
+        for framework, resources in zip(holders, holds.values()):
             self._charge(framework, agent, resources)
             framework.used[agent_id] = resources
 

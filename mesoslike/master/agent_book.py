@@ -88,10 +88,12 @@ class AgentBook:
     # ------------------------------------------------------------ membership
     def add(self, record: AgentRecord, owner: bytes) -> None:
         """A registered agent: new, or back (after a failover, a partition)."""
-        assert record.id not in self.records and record.id not in self.unreachable
-        self.records[record.id] = record
-        self.expected.discard(record.id)
-        self.earlier_peers.pop(record.id, None)
+        agent_id = record.id   # (a property: read once)
+        assert agent_id not in self.records and agent_id not in self.unreachable
+        self.records[agent_id] = record
+        self.expected.discard(agent_id)
+        if self.earlier_peers:   # (after a ZooKeeper outage only)
+            self.earlier_peers.pop(agent_id, None)
         self.connect(record, record.peer, owner)
 
     def connect(self, record: AgentRecord, peer: bytes, owner: bytes) -> None:
