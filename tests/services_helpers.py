@@ -165,6 +165,20 @@ def services_args(cluster, http_port: int, *extra: str) -> list[str]:
             "--log-level", "info", *extra]
 
 
+def wait_until_serving(proc, url: str, token: str | None, diagnostics, name: str = "the service",
+                       leading: bool = True) -> None:
+    """Wait until a started service answers ``/ping`` and, when ``leading`` (a standalone one), until it
+    leads: its HTTP server answers ``/ping`` before its framework is started, and a change posted in
+    between gets a 503 (CI run 91)."""
+    from waiting import wait_until
+
+    wait_until(lambda: not proc.running() or api(url + "/ping")[0] == 200, 30, f"{name} to serve",
+               diagnostics=diagnostics)
+    if leading:
+        wait_until(lambda: not proc.running() or api(url + "/v2/leader", token=token)[0] == 200, 30,
+                   f"{name} to lead", diagnostics=diagnostics)
+
+
 def healthy_tasks(url: str, app_id: str, token: str | None) -> list[dict]:
     status, body = api(f"{url}/v2/apps{app_id}/tasks", token=token)
     if status != 200 or not isinstance(body, dict):

@@ -26,7 +26,7 @@ from e2e_helpers import _proc_environ as task_environment
 from environment import unavailable
 from image_registry import busybox_image, push_image, registry, registry_factory, require_tools  # noqa: F401
 from mesoslike.agent.executor import sandbox_path
-from services_helpers import api, healthy_tasks, read_events, services_args, web_app
+from services_helpers import api, healthy_tasks, read_events, services_args, wait_until_serving, web_app
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -41,12 +41,11 @@ def _agents(cluster, names=("node-a", "node-b", "node-c")) -> None:
     cluster.wait_for_agents(names)
 
 
-def _start_services(cluster, name: str, *extra: str):
+def _start_services(cluster, name: str, *extra: str, leading: bool = True):
     port = free_port()
     proc = cluster._start(name, services_args(cluster, port, *extra))
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: not proc.running() or api(url + "/ping")[0] == 200, 30, f"{name} to serve",
-               diagnostics=cluster.diagnostics)
+    wait_until_serving(proc, url, cluster.token, cluster.diagnostics, name, leading=leading)
     assert proc.running(), cluster.diagnostics()
     return proc, url
 
@@ -117,9 +116,9 @@ def test_an_app_of_five_survives_instance_kills_a_drain_and_a_leader_kill(cluste
     token = cluster.token
     zk = zookeeper.url("/services-e2e")
     first, url_1 = _start_services(cluster, "services-1", "--zk", zk, "--work-dir", str(cluster.tmp_path / "s1"),
-                                   "--zk-session-timeout", "3")
+                                   "--zk-session-timeout", "3", leading=False)
     second, url_2 = _start_services(cluster, "services-2", "--zk", zk, "--work-dir", str(cluster.tmp_path / "s2"),
-                                    "--zk-session-timeout", "3")
+                                    "--zk-session-timeout", "3", leading=False)
 
     def leader() -> tuple:
         for proc, url in ((first, url_1), (second, url_2)):

@@ -14,7 +14,7 @@ from marathon import MarathonApp, MarathonClient
 from marathon.exceptions import MarathonHttpError, NotFoundError
 
 from e2e_helpers import cluster, free_port  # noqa: F401 (fixture)
-from services_helpers import api, read_events, services_args
+from services_helpers import api, read_events, services_args, wait_until_serving
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -28,8 +28,7 @@ def _serve(cluster):
     port = free_port()
     proc = cluster._start("services", services_args(cluster, port))
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: not proc.running() or api(url + "/ping")[0] == 200, 30, "the service to serve",
-               diagnostics=cluster.diagnostics)
+    wait_until_serving(proc, url, cluster.token, cluster.diagnostics)
     return url
 
 
@@ -168,8 +167,7 @@ def test_a_principal_sees_only_the_apps_its_acl_names(cluster):
     args[args.index("--credentials") + 1] = str(credentials)
     proc = cluster._start("services", args)
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: not proc.running() or api(url + "/ping")[0] == 200, 30, "the service to serve",
-               diagnostics=cluster.diagnostics)
+    wait_until_serving(proc, url, cluster.token, cluster.diagnostics)
     ops, admin = cluster.token, "admin-token"
     app = {"cmd": "sleep 1000", "cpus": 0.1, "mem": 32}
     assert api(url + "/v2/apps", "POST", {"id": "/team-a/web", **app}, admin)[0] == 201
