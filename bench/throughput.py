@@ -323,12 +323,16 @@ def spread(values: list[float]) -> dict[str, float]:
 # ----------------------------------------------------------------- frameworks
 def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, command: str = "true",
                    timeout: float = 600.0, user: str = "", container: object = None,
-                   staging_per_agent: int | None = None) -> dict:
+                   staging_per_agent: int | None = None, progress_out: list | None = None) -> dict:
     """F ``CommandScheduler`` frameworks (``mesoslike run``'s) launching
     ``tasks`` in all, as ``user`` (``FrameworkInfo.user``; "": none named);
     seconds from the first launch to the last terminal update's callback,
     and this process's CPU seconds meanwhile. ``staging_per_agent``: the
-    schedulers' ``max_staging_per_agent`` (None: ``CommandScheduler``'s)."""
+    schedulers' ``max_staging_per_agent`` (None: ``CommandScheduler``'s).
+    ``progress_out``: given, each scheduler's ``Progress`` is appended to it
+    before the drivers start (a sampler of the round reads its counts);
+    ``first_launch_at`` and ``ended_at`` are then ``time.perf_counter()``
+    instants."""
     from mesoslike import Resources, SchedulerDriver
     from mesoslike_frameworks.command import CommandScheduler, framework_info
 
@@ -357,6 +361,8 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
             ended.append(time.perf_counter())
     for scheduler in schedulers:
         scheduler.on_change = on_change
+    if progress_out is not None:
+        progress_out.extend(s.progress for s in schedulers)
     gc.collect()
     cpu0 = time.process_time()
     drivers = [SchedulerDriver(s, framework_info(s.name, "*", user), master) for s in schedulers]
@@ -373,7 +379,8 @@ def run_frameworks(master: str, tasks: int, frameworks: int, resources: str, com
     # launch_span_s: from the first offers to the last that launched (the allocation cycles the launches
     # waited for: no round is shorter, whatever the CPU)
     return {"seconds": max(ended) - first_launch[0], "framework_cpu_s": round(cpu, 3), "failed": failed,
-            "launch_span_s": round(max(0.0, last_launch[0] - first_launch[0]), 3)}
+            "launch_span_s": round(max(0.0, last_launch[0] - first_launch[0]), 3),
+            "first_launch_at": first_launch[0], "ended_at": max(ended)}
 
 
 # ------------------------------------------------------------------ baselines
