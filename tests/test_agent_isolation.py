@@ -480,6 +480,54 @@ def test_spares_are_made_bounded_handed_out_empty_renamed_with_the_tasks_limits_
     assert cgroups_below(cgroups_root) == []
 
 
+def test_the_spares_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent_and_a_live_ones_are_not(
+        cgroups_root):
+    require_cgroups()
+    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
+    if not isolator.pool_size:
+        unavailable("this machine's cgroups (v2) keep no pool")
+        return
+    # an agent process that made spares and was killed (it never released them)
+    killed = subprocess.run(
+        [sys.executable, "-c", "import os, sys\nfrom mesoslike.agent.isolation import select_isolator\n"
+         "isolator = select_isolator('cgroups', cgroups_root=sys.argv[1])\n"
+         "print(isolator.make_spares('agent-gone', 3), flush=True)\nos.kill(os.getpid(), 9)\n", cgroups_root],
+        capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL and killed.stdout.strip() == "3", killed.stderr
+    gone = spares_below(cgroups_root, bound=3)
+    assert len(gone) == 3 and all(name.startswith("agent-gone.spare.") for name in gone)
+    # a live agent's spares (this process's), a killed one's spare with a process written in, a spare named
+    # before spares named their maker: none of them is another agent's to remove
+    isolator.spare_size = 2
+    assert isolator.make_spares("agent-live", 2) == 2
+    live = [name for name in spares_below(cgroups_root) if name.startswith("agent-live.")]
+    stray = subprocess.Popen(["sleep", "60"])
+    unnamed = f"agent-old.spare.{os.urandom(6).hex()}"
+    try:
+        for base in set(isolator.bases.values()):
+            os.mkdir(os.path.join(base, unnamed))
+        Path(isolator.bases["memory"], gone[0], "cgroup.procs").write_text(str(stray.pid))
+        later = select_isolator("cgroups", cgroups_root=cgroups_root)
+        hierarchies = len(set(isolator.bases.values()))
+        # the killed agent's two empty spares go in every hierarchy; the one holding a process stays where it does
+        assert later.sweep("agent-later", keep=set()) == 2 * hierarchies + (hierarchies - 1)
+        left = cgroups_below(cgroups_root)
+        assert sorted(set(left)) == sorted([gone[0], unnamed, *live])
+        assert cgroup_pids(os.path.join(isolator.bases["memory"], gone[0])) == [stray.pid]
+        assert later.sweep("agent-later", keep=set()) == 0   # nothing more is an orphan's
+    finally:
+        stray.kill()
+        stray.wait()
+    for base in set(isolator.bases.values()):
+        for name in (gone[0], unnamed):
+            try:
+                os.rmdir(os.path.join(base, name))
+            except FileNotFoundError:
+                pass
+    isolator.release()
+    assert cgroups_below(cgroups_root) == []
+
+
 def test_a_pooled_cgroups_throttling_counters_are_read_only_where_a_cfs_quota_is_written(cgroups_root, monkeypatch):
     require_cgroups()
     import mesoslike.agent.isolation as isolation

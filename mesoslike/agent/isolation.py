@@ -62,6 +62,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Iterator
@@ -70,7 +71,7 @@ import attrs
 
 from mesoslike.agent.supervisor import cgroup_pids as _cgroup_pids
 from mesoslike.agent.supervisor import flat_keyed as _flat_keyed
-from mesoslike.agent.supervisor import kill_cgroups, read_int, remove_cgroup
+from mesoslike.agent.supervisor import kill_cgroups, process_start_ticks, read_int, remove_cgroup
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
 from mesoslike.wire.messages import TaskUsage
@@ -90,6 +91,13 @@ MIN_CPU_SHARES = 2
 MB = 1024 * 1024
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: what follows ``.spare.`` in a spare's name: its maker's pid and start time (clock ticks since boot),
+#: then random — so that another agent can tell a spare whose maker is gone (:meth:`_Cgroups.sweep`)
+_SPARE_TAIL = re.compile(r"([0-9]{1,10})-([0-9]{1,20})-[0-9a-f]{12}")
+#: how many spares of gone agents (each in every hierarchy) one sweep removes at most: a killed agent
+#: leaves up to :attr:`CgroupsV1Isolator.spare_size`; a bound keeps an agent's start short on a base
+#: that holds thousands
+ORPHANS_A_SWEEP = 256
 
 
 @attrs.frozen
@@ -142,6 +150,12 @@ def agent_key(hostname: str, work_dir: str | os.PathLike) -> str:
     return f"{plain}-{digest}"
 
 
+def _spare_maker() -> str:
+    """This process, as a spare's name carries it: ``<pid>-<start time>``."""
+    pid = os.getpid()
+    return f"{pid}-{process_start_ticks(pid) or 0}"
+
+
 class Isolator:
     """The interface, and the ``posix`` behaviour: nothing enforced."""
 
@@ -172,7 +186,7 @@ class Isolator:
 
     def make_spares(self, prefix: str, count: int) -> int:
         """Make up to ``count`` spares — empty pooled containers no task
-        used yet, named ``<prefix>.spare.<random>`` — ahead of a burst of
+        used yet, named ``<prefix>.spare.<maker>-<random>`` — ahead of a burst of
         launches (none here). Returns how many were made."""
         return 0
 
@@ -238,6 +252,7 @@ class _Cgroups(Isolator):
         self._pool: list[Container] = []   # emptied cgroups of ended tasks, last in first out
         self._spares: list[Container] = []   # made ahead, never handed out: handed out after the pool's
         self._spared = False   # a spare was made: the bases were there
+        self._maker = ""       # this process in its spares' names (_spare_maker), once known
         self.cpu_quota = cpu_quota
         self.limits = limits
         self.enforcing = bool(limits)
@@ -304,16 +319,21 @@ class _Cgroups(Isolator):
         kernel's defaults), in the agent's idle turns, so that a burst of
         launches larger than the pool makes none (``mkdir`` in each
         hierarchy, ~0.2 ms of the agent's CPU a task). Named
-        ``<prefix>.spare.<random>`` while no task has used them; renamed
-        ``<prefix>.pooled.<random>`` as one is handed out. Bounded: made
-        only while the pool and the spares hold fewer than
-        :attr:`spare_size`; removed by :meth:`release` (the agent's stop)
-        and, left by an agent killed, by the next one's :meth:`sweep`."""
+        ``<prefix>.spare.<pid>-<start>-<random>`` (the agent process that
+        made it: its pid and start time) while no task has used them;
+        renamed ``<prefix>.pooled.<pid>-<start>-<random>`` as one is handed
+        out. Bounded: made only while the pool and the spares hold fewer
+        than :attr:`spare_size`; removed by :meth:`release` (the agent's
+        stop) and, left by an agent killed, by the next one's :meth:`sweep`
+        — or by any later agent's on the same bases once that process is
+        gone."""
         made = 0
+        if not self._maker:
+            self._maker = _spare_maker()
         while made < count and self.spares_short():
             try:   # the bases made for the first spare only: removed since (by an operator), none is made
-                self._spares.append(self._make(f"{prefix}.spare.{os.urandom(6).hex()}", 0.0, 0, True,
-                                               bases=not self._spared))
+                self._spares.append(self._make(f"{prefix}.spare.{self._maker}-{os.urandom(6).hex()}", 0.0, 0,
+                                               True, bases=not self._spared))
                 self._spared = True
             except OSError as exc:
                 log.debug("cannot make a spare cgroup: %s", exc)
@@ -458,10 +478,24 @@ class _Cgroups(Isolator):
     def sweep(self, prefix: str, keep: set[str]) -> int:
         """Remove the empty pooled cgroups and spares an earlier process of
         the agent whose cgroups are named ``prefix.*`` left (killed, it could
-        not release its pool), but those in ``keep`` (its recovered tasks').
-        Returns how many were removed."""
+        not release its pool), but those in ``keep`` (its recovered tasks');
+        and the empty spares of other agents (other prefixes) whose maker,
+        named in the spare's name, is gone — at most
+        :data:`ORPHANS_A_SWEEP` of those. Returns how many were removed.
+
+        Only a spare (never a task's: the name changes to ``.pooled.``
+        before a task is launched into it) of a process that is no longer
+        there (its pid gone or another process's: the start time differs)
+        is another agent's to remove, and only empty (``rmdir`` refuses a
+        cgroup with a process). A live agent's spares are left alone; one
+        whose maker cannot be told (named before makers were, or by another
+        pid namespace, where the pid is not ours to look up — that agent
+        then makes a new spare for the one it misses) is left or removed by
+        that rule alike, never a cgroup a task is in."""
         removed = 0
         ours = (f"{prefix}.pooled.", f"{prefix}.spare.")
+        makers: dict[str, bool] = {}   # "<pid>-<start>" -> gone
+        orphans: set[str] = set()      # the names chosen, the same in every base
         for base in set(self.bases.values()):
             try:
                 names = os.listdir(base)
@@ -471,15 +505,28 @@ class _Cgroups(Isolator):
             # killed ones left) may hold thousands, each joined before (~5,000 a hierarchy on this machine)
             for name in names:
                 if not name.startswith(ours):
+                    if ".spare." in name and self._orphan(name, makers, orphans):
+                        removed += _rmdir_if_empty(os.path.join(base, name))
                     continue
                 directory = os.path.join(base, name)
                 if directory not in keep:
-                    try:
-                        os.rmdir(directory)   # one with processes (EBUSY) is not a spare: left alone
-                        removed += 1
-                    except OSError:
-                        pass
+                    removed += _rmdir_if_empty(directory)
         return removed
+
+    def _orphan(self, name: str, makers: dict[str, bool], orphans: set[str]) -> bool:
+        """Whether ``name`` is a spare of a gone process to remove in this sweep (bounded)."""
+        if name in orphans:
+            return True
+        found = _SPARE_TAIL.fullmatch(name.rpartition(".spare.")[2])
+        if found is None or len(orphans) >= ORPHANS_A_SWEEP:
+            return False
+        maker = f"{found[1]}-{found[2]}"
+        gone = makers.get(maker)
+        if gone is None:
+            gone = makers[maker] = process_start_ticks(int(found[1])) != int(found[2])
+        if gone:
+            orphans.add(name)
+        return gone
 
 
 class CgroupsV1Isolator(_Cgroups):
@@ -986,6 +1033,15 @@ def _check_empty(directories: list[str]) -> None:
                 raise OSError(f"{directory} is not empty")
         finally:
             os.close(fd)
+
+
+def _rmdir_if_empty(directory: str) -> int:
+    """1 if the cgroup was removed, 0 if not (one with processes: EBUSY; gone meanwhile)."""
+    try:
+        os.rmdir(directory)
+        return 1
+    except OSError:
+        return 0
 
 
 def _rmdir(directory: str) -> None:
