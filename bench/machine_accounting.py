@@ -132,13 +132,27 @@ def kernel_group(comm: str) -> str:
     return "rcu" if name.startswith("rcu") else name
 
 
-def used(before: dict[int, Proc], after: dict[int, Proc], pid: int) -> tuple[int, int]:
+def used(before: dict[int, Proc], after: dict[int, Proc], pid: int, earlier: dict[int, int]) -> tuple[int, int]:
     """Ticks ``pid`` used itself and reaped from its children between the
-    two tables (all of it if it started after the first)."""
+    two tables (all of it if it started after the first); ``earlier``: by
+    parent, the ticks its children that ended meanwhile had used before the
+    first table (a child reaped brings its whole life's time: that part was
+    not the round's)."""
     now, then = after[pid], before.get(pid)
     if then is None or then.start != now.start:
         return now.own, now.children
-    return now.own - then.own, now.children - then.children
+    return now.own - then.own, max(0, now.children - then.children - earlier.get(pid, 0))
+
+
+def ended_children(before: dict[int, Proc], after: dict[int, Proc]) -> dict[int, int]:
+    """By parent pid, the ticks (own and reaped) of its children of the first
+    table that are gone in the second, as the first table had them."""
+    earlier: dict[int, int] = {}
+    for pid, then in before.items():
+        now = after.get(pid)
+        if now is None or now.start != then.start:
+            earlier[then.ppid] = earlier.get(then.ppid, 0) + then.own + then.children
+    return earlier
 
 
 def role(pid: int, roots: dict[int, str]) -> str:
@@ -167,8 +181,9 @@ def account(before: dict[int, Proc], after: dict[int, Proc], roots: dict[int, st
     others: dict[str, int] = {}
     ours_by_role: dict[str, dict[str, float]] = {}
     cluster = subtree(set(roots), after)
+    earlier = ended_children(before, after)
     for pid, proc in after.items():
-        own, children = used(before, after, pid)
+        own, children = used(before, after, pid, earlier)
         if pid == bench or pid in cluster:
             kind = "bench" if pid == bench else role(pid, roots)
             ticks = own if pid == bench else own + children   # the bench's children are the cluster's: ours
