@@ -428,13 +428,18 @@ def test_a_pooled_cgroup_counts_the_new_tasks_cpu_only_and_a_killed_agents_spare
         isolator.destroy(container)
 
 
-def test_spares_are_made_bounded_handed_out_empty_renamed_with_the_tasks_limits_and_removed_at_release(
-        cgroups_root):
+def pooling_isolator(cgroups_root: str):
+    """The cgroups isolator of ``cgroups_root``, one that keeps a pool and spares (the test is skipped if not)."""
     require_cgroups()
     isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
     if not isolator.pool_size:
         unavailable("this machine's cgroups (v2) keep no pool")
-        return
+    return isolator
+
+
+def test_spares_are_made_bounded_handed_out_empty_renamed_with_the_tasks_limits_and_removed_at_release(
+        cgroups_root):
+    isolator = pooling_isolator(cgroups_root)
     isolator.spare_size = 3
     assert isolator.spares_short()
     assert isolator.make_spares("agent-c", 2) == 2
@@ -482,11 +487,7 @@ def test_spares_are_made_bounded_handed_out_empty_renamed_with_the_tasks_limits_
 
 def test_the_spares_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent_and_a_live_ones_are_not(
         cgroups_root):
-    require_cgroups()
-    isolator = select_isolator("cgroups", cgroups_root=cgroups_root)
-    if not isolator.pool_size:
-        unavailable("this machine's cgroups (v2) keep no pool")
-        return
+    isolator = pooling_isolator(cgroups_root)
     # an agent process that made spares and was killed (it never released them)
     killed = subprocess.run(
         [sys.executable, "-c", "import os, sys\nfrom mesoslike.agent.isolation import select_isolator\n"
