@@ -115,7 +115,7 @@ def cgroups_below(root: str) -> list[str]:
 
 def task_cgroups_below(root: str) -> list[str]:
     """The cgroups below ``root`` now that are not spares: a task's, or (``.pooled.``) one that served a task.
-    A spare (``<key>.spare.<random>``) is made ahead by an idle agent and was never a task's
+    A spare (``<key>.spare.<pid>-<start>-<random>``) is made ahead by an idle agent and was never a task's
     (isolation.Isolator.make_spares); :func:`spares_below` checks what users rely on of those."""
     return sorted({name for name in cgroups_below(root) if ".spare." not in name})
 
