@@ -81,7 +81,7 @@ class _NoItems(list):
     """The one empty list a field of a value type holds when it holds
     nothing (:data:`NO_ITEMS`): a task's URIs, labels and arguments, a
     framework's labels. Shared by every such value (a new leader decodes a
-    million tasks after a failover: ~40 bytes and an allocation each, three
+    million tasks after a failover: ~60 bytes and an allocation each, three
     a task), so it can be changed by nobody."""
 
     __slots__ = ()
@@ -109,7 +109,7 @@ class _NoEntries(dict):
 #: the default of the value types' list and map fields (TaskInfo, FrameworkInfo, AgentInfo): one empty
 #: object for all. msgspec makes a fresh copy of an empty ``[]``/``{}`` default for every value it
 #: decodes or makes — five a task, ~300 MB for the 1,000,000 tasks of a 100,000-agent failover, and
-#: 1.7 us of the decoding of an agent's ten (docs/performance.rst, "Stop 18: failover") — but takes any
+#: ~2-5 us of decoding an agent's ten (docs/performance.rst, "Stop 18: failover (failover30o)") — but takes any
 #: other default as it is; and it leaves a field out of a frame when it holds its default *itself*, so
 #: an empty one is made this one when the value is made (``_convert``): frames stay as they were
 NO_ITEMS: list[Any] = _NoItems()
