@@ -162,15 +162,27 @@ def main() -> None:
         for number in range(args.rounds):
             for variant in (variants if number % 2 == 0 else variants[::-1]):
                 prefault = ["--prefault-mb", str(prefault_mb)] if variant == "prefault" else []
-                done = subprocess.run([sys.executable, __file__, "--role", "storm", "--document", str(document),
-                                       *common, *prefault], check=True, capture_output=True, text=True,
-                                      env={**os.environ, **(base_env if variant == "base" else VARIANTS[variant])})
-                result["rounds"][variant].append(json.loads(done.stdout))
-                print(variant, done.stdout.strip(), flush=True)
+                measured_in_child([sys.executable, __file__, "--role", "storm", "--document", str(document),
+                                   *common, *prefault],
+                                  {**os.environ, **(base_env if variant == "base" else VARIANTS[variant])},
+                                  result["rounds"], variant)
+    write_result(result, args.out)
+
+
+def measured_in_child(argv: list[str], env: dict[str, str], rounds: dict[str, list], variant: str,
+                      cwd: str | None = None) -> None:
+    """Run one measuring child process; the JSON line it prints goes to ``rounds[variant]``, and is shown."""
+    done = subprocess.run(argv, check=True, capture_output=True, text=True, env=env, cwd=cwd)
+    rounds[variant].append(json.loads(done.stdout))
+    print(variant, done.stdout.strip(), flush=True)
+
+
+def write_result(result: dict, out: Path | None) -> None:
+    """The load at the end added, ``result`` written to ``out`` (or shown)."""
     result["loadavg_end"] = list(os.getloadavg())
     text = json.dumps(result, indent=2)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    if out is not None:
+        out.write_text(text + "\n")
     else:
         print(text)
 

@@ -16,7 +16,6 @@ import json
 import os
 import pickle
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +56,7 @@ def main() -> None:
         print(json.dumps(decode_kept(args.frames)))
         return
     sys.path.insert(0, str(HERE))
+    from readmission_faults import measured_in_child, write_result
     from simagents import registrations
     _, frames, _ = registrations(0, args.agents, args.tasks_per_agent, args.frameworks)
     trees = {"this": str(HERE.parent), "base": str(args.base_src)}
@@ -69,17 +69,10 @@ def main() -> None:
         del frames
         for number in range(args.rounds):
             for name in (("base", "this") if number % 2 == 0 else ("this", "base")):
-                done = subprocess.run([sys.executable, __file__, "--base-src", str(args.base_src),
-                                       "--frames", str(frames_file)], check=True, capture_output=True, text=True,
-                                      env={**os.environ, "PYTHONPATH": trees[name]}, cwd=trees[name])
-                result["rounds"][name].append(json.loads(done.stdout))
-                print(name, done.stdout.strip(), flush=True)
-    result["loadavg_end"] = list(os.getloadavg())
-    text = json.dumps(result, indent=2)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
-    else:
-        print(text)
+                measured_in_child([sys.executable, __file__, "--base-src", str(args.base_src),
+                                   "--frames", str(frames_file)], {**os.environ, "PYTHONPATH": trees[name]},
+                                  result["rounds"], name, cwd=trees[name])
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -116,12 +116,17 @@ NO_ITEMS: list[Any] = _NoItems()
 NO_ENTRIES: dict[str, Any] = _NoEntries()
 
 
-def _settle_empty(value: object, shared: object, convert: Callable[[Any], Any]) -> object:
-    """What an empty field of a value being made holds: ``shared`` (a value that is not a list or a map
-    goes through ``convert`` first, which refuses what it refuses)."""
+def _set_converted(made: msgspec.Struct, name: str, value: object, convert: Callable[[Any], Any],
+                   shared: object) -> None:
+    """Field ``name`` of a value being made, ``value`` (not ``shared`` itself, or not empty): converted
+    and checked, or, empty, the ``shared`` empty one (a value that is not a list or a map goes through
+    ``convert`` first: what it refuses is refused)."""
+    if value:
+        msgspec.structs.force_setattr(made, name, convert(value))
+        return
     if type(value) not in (list, dict):
         convert(value)
-    return shared
+    msgspec.structs.force_setattr(made, name, shared)
 
 
 def _names_only(environment: Mapping[str, str]) -> str:
@@ -229,10 +234,8 @@ class FrameworkInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWh
     def _convert(self) -> None:
         # what attrs's converter and validator did; most frameworks have neither labels nor a web page
         labels = self.labels
-        if labels:
-            msgspec.structs.force_setattr(self, "labels", _label_list(labels))
-        elif labels is not NO_ITEMS:   # (none: the shared empty list, left out of its frames)
-            msgspec.structs.force_setattr(self, "labels", _settle_empty(labels, NO_ITEMS, _label_list))
+        if labels or labels is not NO_ITEMS:   # (none: the shared empty list, left out of its frames)
+            _set_converted(self, "labels", labels, _label_list, NO_ITEMS)
         _webui_url(self.webui_url)
 
     def replace(self, **changes: Any) -> "FrameworkInfo":
@@ -772,33 +775,22 @@ class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metacl
     def _convert(self) -> None:
         # what attrs's converters did; an empty list or map (most tasks' five) costs two tests each, and
         # is the shared one (NO_ITEMS, NO_ENTRIES: left out of the task's frames, as before)
-        environment = self.environment
-        if environment:
-            msgspec.structs.force_setattr(self, "environment", _frozen_dict(environment))
-        elif environment is not NO_ENTRIES:
-            msgspec.structs.force_setattr(self, "environment", _settle_empty(environment, NO_ENTRIES, _frozen_dict))
         # (written out, not a loop over the fields: a framework makes a TaskInfo for every task it launches)
+        environment = self.environment
+        if environment or environment is not NO_ENTRIES:
+            _set_converted(self, "environment", environment, _frozen_dict, NO_ENTRIES)
         uris = self.uris
-        if uris:
-            msgspec.structs.force_setattr(self, "uris", _uri_list(uris))
-        elif uris is not NO_ITEMS:
-            msgspec.structs.force_setattr(self, "uris", _settle_empty(uris, NO_ITEMS, _uri_list))
+        if uris or uris is not NO_ITEMS:
+            _set_converted(self, "uris", uris, _uri_list, NO_ITEMS)
         labels = self.labels
-        if labels:
-            msgspec.structs.force_setattr(self, "labels", _label_list(labels))
-        elif labels is not NO_ITEMS:
-            msgspec.structs.force_setattr(self, "labels", _settle_empty(labels, NO_ITEMS, _label_list))
+        if labels or labels is not NO_ITEMS:
+            _set_converted(self, "labels", labels, _label_list, NO_ITEMS)
         secrets = self.environment_secrets
-        if secrets:
-            msgspec.structs.force_setattr(self, "environment_secrets", _secret_environment(secrets))
-        elif secrets is not NO_ENTRIES:
-            msgspec.structs.force_setattr(self, "environment_secrets",
-                                          _settle_empty(secrets, NO_ENTRIES, _secret_environment))
+        if secrets or secrets is not NO_ENTRIES:
+            _set_converted(self, "environment_secrets", secrets, _secret_environment, NO_ENTRIES)
         arguments = self.arguments
-        if arguments:
-            msgspec.structs.force_setattr(self, "arguments", _argument_list(arguments))
-        elif arguments is not NO_ITEMS:
-            msgspec.structs.force_setattr(self, "arguments", _settle_empty(arguments, NO_ITEMS, _argument_list))
+        if arguments or arguments is not NO_ITEMS:
+            _set_converted(self, "arguments", arguments, _argument_list, NO_ITEMS)
 
     def __repr__(self) -> str:
         return f"TaskInfo({', '.join(f'{name}={value}' for name, value in self._shown())})"
@@ -1063,12 +1055,13 @@ class AgentInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMa
 
     def _convert(self) -> None:
         attributes = self.attributes
-        if attributes:
-            attributes = _frozen_dict(attributes)
-            check_attributes(self, None, attributes)
-            msgspec.structs.force_setattr(self, "attributes", attributes)
-        elif attributes is not NO_ENTRIES:   # (an agent without attributes: two tests)
-            msgspec.structs.force_setattr(self, "attributes", _settle_empty(attributes, NO_ENTRIES, _frozen_dict))
+        if attributes or attributes is not NO_ENTRIES:   # (an agent without attributes: two tests)
+            _set_converted(self, "attributes", attributes, self._checked, NO_ENTRIES)
+
+    def _checked(self, attributes: Mapping[str, str]) -> dict[str, str]:
+        attributes = _frozen_dict(attributes)
+        check_attributes(self, None, attributes)
+        return attributes
 
     def replace(self, **changes: Any) -> "AgentInfo":
         """A copy with ``changes`` (fields by name); new ``attributes`` are copied and checked as a new
