@@ -64,6 +64,8 @@ default run takes about 2 minutes on 2 cores.
     python bench/failover.py --out bench/results/failover.json
     python bench/failover.py --sizes 1000x10000 --failovers 1     # quick
     python bench/failover.py --sizes 10000x100000 --profile /tmp/master.prof
+    python bench/failover.py --sizes 100000x1000000 --failovers 1 --pin auto --py-spy /var/tmp/spy   # the storm profiled
+    python bench/failover.py ... --py-spy /var/tmp/perf --py-spy-command 'perf record -F 999 -p {pid} -o {out}'
 """
 
 from __future__ import annotations
