@@ -64,6 +64,8 @@ default run takes about 2 minutes on 2 cores.
     python bench/failover.py --out bench/results/failover.json
     python bench/failover.py --sizes 1000x10000 --failovers 1     # quick
     python bench/failover.py --sizes 10000x100000 --profile /tmp/master.prof
+    python bench/failover.py --sizes 100000x1000000 --failovers 1 --pin auto --py-spy /var/tmp/spy   # the storm profiled
+    python bench/failover.py ... --py-spy /var/tmp/perf --py-spy-command 'perf record -F 999 -p {pid} -o {out}'
 """
 
 from __future__ import annotations
@@ -212,6 +214,32 @@ def expected_retries(per_turn: list, sent_s: float) -> int:
         waited = row[0] - sent_s
         total += row[3] * min(max((waited - low) / max(high - low, 1e-9), 0.0), 1.0)
     return round(total)
+
+
+def start_py_spy(prefix: str | None, pid: int, tag: str,
+                 command: str | None = None) -> tuple[subprocess.Popen, str] | None:
+    """A profiler recording the new leader from just before the kill until every agent is back: the
+    storm's profile as the real master runs it. By default py-spy (its native frames too, 500 Hz, every
+    thread, raw); ``command`` another (``{pid}`` and ``{out}`` filled in, e.g. ``perf record -F 999 -p
+    {pid} -o {out}``: no pauses of the process, native only). Started before the kill (py-spy takes ~0.5 s
+    to attach), so the standby's last idle moments are in it too."""
+    if not prefix:
+        return None
+    out = f"{prefix}.{tag}.txt"
+    argv = shlex.split(command.format(pid=pid, out=out)) if command else [
+        str(Path(sys.executable).with_name("py-spy")), "record", "--native", "-r", "500", "--threads", "-f", "raw",
+        "-o", out, "--pid", str(pid)]
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)   # attached before the kill
+    return spy, out
+
+
+def stop_py_spy(spy: tuple[subprocess.Popen, str]) -> str:
+    """Stop the recording (SIGINT: py-spy writes its output) and return the file written."""
+    proc, out = spy
+    proc.send_signal(signal.SIGINT)
+    proc.wait(60)
+    return out
 
 
 class Master:
@@ -614,6 +642,7 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
             cpu_before = {"new_leader": cpu_seconds([standby.proc.pid]),
                           "agent_processes": cpu_seconds([w.pid for w in workers.workers])}
             standby.forget_turns()
+            spy = start_py_spy(args.py_spy, standby.proc.pid, f"{agents}x{tasks}.f{number + 1}", args.py_spy_command)
             guards = leader.guards()
             killed_at = time.monotonic()
             if args.kill_mode == "freeze":
@@ -624,6 +653,8 @@ def one_size(agents: int, tasks: int, args: argparse.Namespace, zk, procs: Proce
                 f"({len(guards)} session guard(s))")
             rounds = workers.wait_rounds(standby.address, args.timeout)
             framework_times = frameworks.wait_for("reregistered", standby.address, args.timeout)
+            if spy is not None:
+                result.setdefault("py_spy", []).append(stop_py_spy(spy))
             stop_polling.set()
             poller.join(10)
             detector.stop()
@@ -866,6 +897,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the masters' AgentLifecycle.defer_task_records (the re-admitted agents' task "
                              "records made after the answers) forced on or off, an experiment's switch "
                              "(bench/master_turns.py); default: the product's")
+    parser.add_argument("--py-spy", default=None, metavar="PREFIX",
+                        help="record the new leader with py-spy (--native, 500 Hz, raw) from the kill until every "
+                             "agent is back, into PREFIX.<agents>x<tasks>.f<N>.txt")
+    parser.add_argument("--py-spy-command", default=None, metavar="COMMAND",
+                        help="with --py-spy: another profiler's command line, {pid} and {out} filled in "
+                             "(e.g. 'perf record -F 999 -p {pid} -o {out}'); stopped with SIGINT")
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the processes' logs here at the end")
     parser.add_argument("--pin", choices=["auto", "off"], default="off",
                         help="auto (with 2+ CPUs): the masters run on the last CPU and everything else "

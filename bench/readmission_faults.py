@@ -23,7 +23,11 @@ Variants (``--variants``, comma-separated):
   its heap never trimmed, and ``--prefault-mb`` of it touched and freed
   before the storm (what a standby could do while it waits): the storm's
   objects land on pages already mapped;
-- ``malloc``: glibc's allocator for every object, nothing touched ahead.
+- ``malloc``: glibc's allocator for every object, nothing touched ahead;
+- ``base``: as ``plain``, with the tree of ``--base-src`` (a ``git archive``
+  of the commit to compare with) instead of this one: a paired A/B of a
+  change that the decoding or the heap's growth sees (the registry is then
+  made by that tree, which both read).
 
     python bench/readmission_faults.py --agents 20000 --rounds 3 --variants plain,prefault
 """
@@ -53,6 +57,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     # never trimmed, and blocks up to 32 MiB from the heap (not mapped apart): what is touched ahead stays mapped
     "prefault": {"PYTHONMALLOC": "malloc", "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
                  "MALLOC_MMAP_THRESHOLD_": str(32 << 20)},
+    "base": {},   # (--base-src's tree on the path)
 }
 
 
@@ -121,6 +126,8 @@ def main() -> None:
     parser.add_argument("--variants", default="plain,prefault")
     parser.add_argument("--prefault-mb", type=int, default=0,
                         help="the prefault variant's heap touched ahead (default: 16 KiB an agent)")
+    parser.add_argument("--base-src", type=Path, default=None,
+                        help="the tree of the base variant (its PYTHONPATH; needed for --variants ...,base)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--document", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--role", choices=("main", "document", "storm"), default="main", help=argparse.SUPPRESS)
@@ -135,6 +142,11 @@ def main() -> None:
     unknown = set(variants) - VARIANTS.keys()
     if unknown:
         parser.error(f"unknown variants {sorted(unknown)}: take {sorted(VARIANTS)}")
+    if "base" in variants and args.base_src is None:
+        parser.error("the base variant needs --base-src")
+    # the base tree's processes: its mesoslike first on the path (this script and bench/simagents.py are this tree's)
+    base_env = {"PYTHONPATH": os.pathsep.join([str(args.base_src), os.environ.get("PYTHONPATH", "")])} \
+        if args.base_src is not None else {}
     prefault_mb = args.prefault_mb or max(16, args.agents * 16 // 1024)
     result: dict = {"benchmark": "re-admission in a fresh process: user and system CPU, page faults an agent",
                     "command": "python " + " ".join(sys.argv), "agents": args.agents,
@@ -146,19 +158,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="readmission-faults-") as scratch:
         document = Path(scratch) / "registry.pickle"
         subprocess.run([sys.executable, __file__, "--role", "document", "--document", str(document), *common],
-                       check=True)
+                       check=True, env={**os.environ, **(base_env if "base" in variants else {})})
         for number in range(args.rounds):
             for variant in (variants if number % 2 == 0 else variants[::-1]):
                 prefault = ["--prefault-mb", str(prefault_mb)] if variant == "prefault" else []
-                done = subprocess.run([sys.executable, __file__, "--role", "storm", "--document", str(document),
-                                       *common, *prefault], check=True, capture_output=True, text=True,
-                                      env={**os.environ, **VARIANTS[variant]})
-                result["rounds"][variant].append(json.loads(done.stdout))
-                print(variant, done.stdout.strip(), flush=True)
+                measured_in_child([sys.executable, __file__, "--role", "storm", "--document", str(document),
+                                   *common, *prefault],
+                                  {**os.environ, **(base_env if variant == "base" else VARIANTS[variant])},
+                                  result["rounds"], variant)
+    write_result(result, args.out)
+
+
+def measured_in_child(argv: list[str], env: dict[str, str], rounds: dict[str, list], variant: str,
+                      cwd: str | None = None) -> None:
+    """Run one measuring child process; the JSON line it prints goes to ``rounds[variant]``, and is shown."""
+    done = subprocess.run(argv, check=True, capture_output=True, text=True, env=env, cwd=cwd)
+    rounds[variant].append(json.loads(done.stdout))
+    print(variant, done.stdout.strip(), flush=True)
+
+
+def write_result(result: dict, out: Path | None) -> None:
+    """The load at the end added, ``result`` written to ``out`` (or shown)."""
     result["loadavg_end"] = list(os.getloadavg())
     text = json.dumps(result, indent=2)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    if out is not None:
+        out.write_text(text + "\n")
     else:
         print(text)
 

@@ -189,7 +189,8 @@ def signature_problem(documented: list[str], expected: list[tuple[str, Any]]) ->
             continue   # a default that is no literal (``backoff=Backoff()``) is written as the page likes
         if value != default or type(value) is not type(default) and not (
                 isinstance(value, (int, float)) and isinstance(default, (int, float))
-                and not isinstance(default, bool)):
+                and not isinstance(default, bool)) and not (
+                type(value) in (list, dict) and isinstance(default, type(value))):   # (wire.types.NO_ITEMS, ...)
             return f"{name}={text}, the code's default is {default!r}"
     return ""
 

@@ -106,3 +106,40 @@ def test_a_task_replaced_is_what_a_task_made_whole_is():
         task.replace(task_id="t3", uris=[CommandURI("https://h/f")] * 101)
     with pytest.raises(ValueError):
         task.replace(arguments=["a\x00b"])
+
+
+def test_empty_fields_hold_one_shared_empty_value_nobody_can_change():
+    """A value's empty list and map fields hold the one shared empty list
+    (map) — decoded ones (a new leader decodes a million tasks after a
+    failover) and made ones alike, however the empty value was given — so
+    the frames are the ones they were (the shared value is the default,
+    left out); it refuses every change, being everyone's (failover30o)."""
+    from mesoslike.wire.types import NO_ENTRIES, NO_ITEMS
+
+    made = TaskInfo("t", "a1", "c", R("cpus:1"))
+    given = TaskInfo("t", "a1", "c", R("cpus:1"), uris=[], labels={}, environment={}, environment_secrets=None,
+                     arguments=())
+    for task in (made, given, decode(encode(_reregistration(made, FrameworkInfo("fw", id="fw-1"),
+                                                            AgentInfo("h", R("cpus:4"), id="a1")))).tasks[0].task):
+        assert task.uris is NO_ITEMS and task.labels is NO_ITEMS and task.arguments is NO_ITEMS
+        assert task.environment is NO_ENTRIES and task.environment_secrets is NO_ENTRIES
+        assert task == made and task.uris == [] and task.environment == {}
+    assert encode(_reregistration(given, FrameworkInfo("fw", id="fw-1", labels=[]),
+                                  AgentInfo("h", R("cpus:4"), attributes={}, id="a1"))) == \
+        encode(_reregistration(made, FrameworkInfo("fw", id="fw-1"), AgentInfo("h", R("cpus:4"), id="a1")))
+    decoded = decode(_plain_frame())
+    assert decoded.frameworks[0].labels is NO_ITEMS and decoded.agent.attributes is NO_ENTRIES
+    assert decoded.tasks[0].task.uris is NO_ITEMS
+    # a frame that writes an empty list out is taken as it is: equal, though not the shared one
+    assert decode(_plain_frame(task={"uris": []})).tasks[0].task == decoded.tasks[0].task
+    for change in (lambda: made.uris.append(CommandURI("https://h/f")), lambda: made.labels.extend([]),
+                   lambda: made.arguments.__setitem__(slice(0, 0), ["x"]), lambda: made.environment.update(A="1"),
+                   lambda: made.environment_secrets.setdefault("S", None), lambda: made.environment.__setitem__("A", "1")):
+        with pytest.raises(TypeError, match="shared empty"):
+            change()
+    assert NO_ITEMS == [] and NO_ENTRIES == {}
+    # an empty value of another type is still converted first: what that refuses is refused
+    with pytest.raises(TypeError):
+        TaskInfo("t", "a1", "c", R("cpus:1"), labels=0)
+    with pytest.raises(TypeError):
+        FrameworkInfo("fw", labels=0)

@@ -1,9 +1,10 @@
 """The master protocol's messages no scheduler sends or receives: agent <->
 master (REGISTER_AGENT, AGENT_REGISTERED, PING / PONG, CHECKPOINT_RESOURCES,
 SHUTDOWN_AGENT, UNREGISTER_AGENT, EXECUTOR_EXITED, SHUTDOWN_FRAMEWORK) and the
-operator's state (GET_STATE, STATE) — the attrs classes among them; the
-agent's per-task messages are ``msgspec.Struct`` types, cheap to make, and
-stay in :mod:`mesoslike.wire.messages`.
+operator's state (GET_STATE, STATE) — the attrs classes among them, and
+AGENT_REGISTERED, a ``msgspec.Struct`` (every agent gets one after a
+failover); the agent's per-task messages are ``msgspec.Struct`` types, cheap
+to make, and stay in :mod:`mesoslike.wire.messages`.
 
 Part of :data:`mesoslike.wire.messages.SCHEMA` and importable from
 :mod:`mesoslike.wire.messages` by name, as the rest, but made (attrs
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
+import msgspec
 
 from mesoslike.resources import Resources
 from mesoslike.wire.master_schema import message
@@ -44,9 +46,13 @@ class RegisterAgent:
 
 
 @message
-@attrs.frozen
-class AgentRegistered:
-    """``accepts_batches``: the master takes STATUS_UPDATES."""
+class AgentRegistered(msgspec.Struct, frozen=True, gc=False):
+    """``accepts_batches``: the master takes STATUS_UPDATES. A frozen
+    ``msgspec.Struct`` (built and encoded in C): a new leader answers every
+    agent with one after a failover — 100,000 in its storm, where the attrs
+    class cost ~1 us to make and ~0.5 us more to encode (failover30o). Its
+    frames are those of the attrs class but for the order of the map's keys
+    (msgspec wrote an attrs object's in name order), which no decoder reads."""
 
     TYPE: ClassVar[str] = "AGENT_REGISTERED"
     agent_id: str

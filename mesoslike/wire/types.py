@@ -77,6 +77,58 @@ class ConvertedWhenMade(msgspec.StructMeta):
         return made
 
 
+class _NoItems(list):
+    """The one empty list a field of a value type holds when it holds
+    nothing (:data:`NO_ITEMS`): a task's URIs, labels and arguments, a
+    framework's labels. Shared by every such value (a new leader decodes a
+    million tasks after a failover: ~60 bytes and an allocation each, three
+    a task), so it can be changed by nobody."""
+
+    __slots__ = ()
+
+    def _shared(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("the shared empty list of a wire value cannot be changed")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _shared
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _shared
+
+
+class _NoEntries(dict):
+    """The one empty map a field of a value type holds when it holds nothing
+    (:data:`NO_ENTRIES`): a task's environment and secret environment, an
+    agent's attributes. Shared, as :class:`_NoItems`: changed by nobody."""
+
+    __slots__ = ()
+
+    def _shared(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("the shared empty map of a wire value cannot be changed")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _shared
+
+
+#: the default of the value types' list and map fields (TaskInfo, FrameworkInfo, AgentInfo): one empty
+#: object for all. msgspec makes a fresh copy of an empty ``[]``/``{}`` default for every value it
+#: decodes or makes — five a task, ~300 MB for the 1,000,000 tasks of a 100,000-agent failover, and
+#: ~2-5 us of decoding an agent's ten (docs/performance.rst, "Stop 18: failover (failover30o)") — but takes any
+#: other default as it is; and it leaves a field out of a frame when it holds its default *itself*, so
+#: an empty one is made this one when the value is made (``_convert``): frames stay as they were
+NO_ITEMS: list[Any] = _NoItems()
+NO_ENTRIES: dict[str, Any] = _NoEntries()
+
+
+def _set_converted(made: msgspec.Struct, name: str, value: object, convert: Callable[[Any], Any],
+                   shared: object) -> None:
+    """Field ``name`` of a value being made, ``value`` (not ``shared`` itself, or not empty): converted
+    and checked, or, empty, the ``shared`` empty one (a value that is not a list or a map goes through
+    ``convert`` first: what it refuses is refused)."""
+    if value:
+        msgspec.structs.force_setattr(made, name, convert(value))
+        return
+    if type(value) not in (list, dict):
+        convert(value)
+    msgspec.structs.force_setattr(made, name, shared)
+
+
 def _names_only(environment: Mapping[str, str]) -> str:
     return "{" + ", ".join(f"{name!r}: ..." for name in sorted(environment)) + "}"
 
@@ -169,7 +221,7 @@ class FrameworkInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWh
     #: who registered it, as the master authenticated them (docs/security.rst); set by the master only
     principal: str = ""
     #: free-form key/value metadata (Mesos's ``FrameworkInfo.labels``), shown in ``/state``
-    labels: list[Label] = []
+    labels: list[Label] = NO_ITEMS
     #: the framework's own web page (Mesos's ``FrameworkInfo.webui_url``): the dashboard links to it
     webui_url: str = ""
     #: the master's receipt binding ``id`` to ``principal`` (mesoslike.master.receipts): agents keep it
@@ -182,8 +234,8 @@ class FrameworkInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWh
     def _convert(self) -> None:
         # what attrs's converter and validator did; most frameworks have neither labels nor a web page
         labels = self.labels
-        if labels or type(labels) is not list:
-            msgspec.structs.force_setattr(self, "labels", _label_list(labels))
+        if labels or labels is not NO_ITEMS:   # (none: the shared empty list, left out of its frames)
+            _set_converted(self, "labels", labels, _label_list, NO_ITEMS)
         _webui_url(self.webui_url)
 
     def replace(self, **changes: Any) -> "FrameworkInfo":
@@ -686,17 +738,17 @@ class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metacl
     name: str = ""
     #: its repr names the variables, never their values: a task's environment
     #: may hold secrets, and a repr ends up in logs (docs/security.rst)
-    environment: dict[str, str] = {}
+    environment: dict[str, str] = NO_ENTRIES
     kill_grace_period: float = 3.0
     #: the unix user it runs as (default: its framework's ``user``); see docs/security.rst
     user: str = ""
     #: checked while it runs (docs/framework-api.rst, "HealthCheck"); None: never
     health_check: HealthCheck | None = None
     #: fetched into its sandbox before it starts (docs/agent.rst, "The fetcher")
-    uris: list[CommandURI] = []
+    uris: list[CommandURI] = NO_ITEMS
     #: free-form key/value metadata (Mesos's ``TaskInfo.labels``): shown in
     #: ``/state`` and carried in every status update of the task
-    labels: list[Label] = []
+    labels: list[Label] = NO_ITEMS
     #: run by this custom executor (docs/framework-api.rst, "Custom executors");
     #: None: ``command`` is run by the agent's built-in command executor
     executor: ExecutorInfo | None = None
@@ -707,32 +759,38 @@ class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metacl
     #: environment variables whose values are secrets (Mesos's
     #: ``Environment.Variable`` of type ``SECRET``): name -> :class:`Secret`;
     #: they reach only this task's process, never ``/state`` or logs
-    environment_secrets: dict[str, Secret] = {}
+    environment_secrets: dict[str, Secret] = NO_ENTRIES
     #: Mesos's ``CommandInfo.shell``: True runs ``command`` with ``/bin/sh -c``;
     #: False executes ``arguments`` directly (``arguments[0]`` the program, as
     #: Mesos's ``value`` + ``arguments``), or, for a task with an image and no
     #: ``arguments``, the image's entrypoint and cmd
     shell: bool = True
     #: the argv when ``shell`` is False
-    arguments: list[str] = []
+    arguments: list[str] = NO_ITEMS
 
     #: what a decoded task's fields need converted and checked (its environment is a fresh dict
     #: already), when not empty: the compiled codec runs them (ConvertedWhenMade)
     __wire_converters__: ClassVar[dict[str, Callable[[Any], Any]]]
 
     def _convert(self) -> None:
-        # what attrs's converters did; an empty list or map (most tasks' five) costs one test each
+        # what attrs's converters did; an empty list or map (most tasks' five) costs two tests each, and
+        # is the shared one (NO_ITEMS, NO_ENTRIES: left out of the task's frames, as before)
+        # (written out, not a loop over the fields: a framework makes a TaskInfo for every task it launches)
         environment = self.environment
-        if environment or type(environment) is not dict:
-            msgspec.structs.force_setattr(self, "environment", _frozen_dict(environment))
-        if self.uris or type(self.uris) is not list:
-            msgspec.structs.force_setattr(self, "uris", _uri_list(self.uris))
-        if self.labels or type(self.labels) is not list:
-            msgspec.structs.force_setattr(self, "labels", _label_list(self.labels))
-        if self.environment_secrets or type(self.environment_secrets) is not dict:
-            msgspec.structs.force_setattr(self, "environment_secrets", _secret_environment(self.environment_secrets))
-        if self.arguments or type(self.arguments) is not list:
-            msgspec.structs.force_setattr(self, "arguments", _argument_list(self.arguments))
+        if environment or environment is not NO_ENTRIES:
+            _set_converted(self, "environment", environment, _frozen_dict, NO_ENTRIES)
+        uris = self.uris
+        if uris or uris is not NO_ITEMS:
+            _set_converted(self, "uris", uris, _uri_list, NO_ITEMS)
+        labels = self.labels
+        if labels or labels is not NO_ITEMS:
+            _set_converted(self, "labels", labels, _label_list, NO_ITEMS)
+        secrets = self.environment_secrets
+        if secrets or secrets is not NO_ENTRIES:
+            _set_converted(self, "environment_secrets", secrets, _secret_environment, NO_ENTRIES)
+        arguments = self.arguments
+        if arguments or arguments is not NO_ITEMS:
+            _set_converted(self, "arguments", arguments, _argument_list, NO_ITEMS)
 
     def __repr__(self) -> str:
         return f"TaskInfo({', '.join(f'{name}={value}' for name, value in self._shown())})"
@@ -986,7 +1044,7 @@ class AgentInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMa
     hostname: str
     resources: Resources
     #: name -> canonical Mesos text of a typed value (mesoslike.attributes), checked against the grammar
-    attributes: dict[str, str] = {}
+    attributes: dict[str, str] = NO_ENTRIES
     id: str = ""
     port: int = 0
     #: the agent principal it belongs to (docs/security.rst); set by the master only
@@ -997,10 +1055,13 @@ class AgentInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMa
 
     def _convert(self) -> None:
         attributes = self.attributes
-        if attributes or type(attributes) is not dict:   # (an agent without attributes: one test)
-            attributes = _frozen_dict(attributes)
-            check_attributes(self, None, attributes)
-            msgspec.structs.force_setattr(self, "attributes", attributes)
+        if attributes or attributes is not NO_ENTRIES:   # (an agent without attributes: two tests)
+            _set_converted(self, "attributes", attributes, self._checked, NO_ENTRIES)
+
+    def _checked(self, attributes: Mapping[str, str]) -> dict[str, str]:
+        attributes = _frozen_dict(attributes)
+        check_attributes(self, None, attributes)
+        return attributes
 
     def replace(self, **changes: Any) -> "AgentInfo":
         """A copy with ``changes`` (fields by name); new ``attributes`` are copied and checked as a new
