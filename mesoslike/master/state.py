@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mesoslike.wire.messages import TaskUsage
 
 __all__ = ["state_json", "master_metrics", "transport_metrics", "snapshot", "render_state", "StateSnapshot",
-           "FrameworkLine", "quota_by_role", "quota_json", "weights_json", "webui_url", "labels_json"]
+           "FrameworkLine", "quota_by_role", "quota_json", "weights_json", "labels_json"]
 
 EMPTY = Resources()
 
