@@ -105,7 +105,7 @@ QUEUE_BELOW = 1.0
 #: that the results of that time share a turn (its checkpoint write, its wake-up) — an AppMaster that outranks
 #: its workers on the CPU (the slots' small cpu shares) woke for every result, one at a time; a worker holds a
 #: queued instance meanwhile (QUEUE_BELOW), so its slot does not wait for the turn
-TURN_GAP = 0.005
+TURN_GAP = 0.01
 #: what workers send
 _FROM_WORKERS = (amp.Hello, amp.Heartbeat, amp.Progress, amp.Done, amp.Bye)
 #: what a worker may act on only once the turn is checkpointed: an ACK lets it forget a result, a RELEASE
