@@ -67,6 +67,7 @@ import itertools
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -100,6 +101,11 @@ ACK_CARRY = 0.1
 #: seconds: while a unit's instances took under this on average, a worker gets its next one queued
 #: (AppMasterCore's ``queue_below``; --queue-below)
 QUEUE_BELOW = 1.0
+#: seconds: a turn that took workers' frames is followed by the next no sooner than this after its start, so
+#: that the results of that time share a turn (its checkpoint write, its wake-up) — an AppMaster that outranks
+#: its workers on the CPU (the slots' small cpu shares) woke for every result, one at a time; a worker holds a
+#: queued instance meanwhile (QUEUE_BELOW), so its slot does not wait for the turn
+TURN_GAP = 0.01
 #: what workers send
 _FROM_WORKERS = (amp.Hello, amp.Heartbeat, amp.Progress, amp.Done, amp.Bye)
 #: what a worker may act on only once the turn is checkpointed: an ACK lets it forget a result, a RELEASE
@@ -163,7 +169,7 @@ class AppMaster:
                  clock: Clock | None = None, heartbeat_timeout: float = amp.HEARTBEAT_TIMEOUT,
                  orphan_timeout: float | None = None, keys: CurveKeys | None = None,
                  worker_key: bytes | None = None, service_key: bytes | None = None,
-                 queue_below: float = QUEUE_BELOW) -> None:
+                 queue_below: float = QUEUE_BELOW, turn_gap: float = TURN_GAP) -> None:
         if keys is not None and worker_key is None:
             raise MesoslikeError("an AppMaster with keys needs its workers' public key (--worker-key)")
         self.job_id = job_id
@@ -177,6 +183,9 @@ class AppMaster:
         self.checkpoint = Checkpoint(self.snapshot_path)   # the snapshot and its journal (checkpoint.py)
         self.core = self.checkpoint.restore(job_id, job, self.clock)
         self.core.queue_below = queue_below
+        self.turn_gap = turn_gap
+        #: when the last turn that took workers' frames started (time.monotonic; the gap is real time)
+        self._busy_turn: float | None = None
         self.workers: dict[str, _Worker] = {}
         self.released: set[str] = set()
         #: slot -> (unit, hostname): granted, as the service said, its worker not joined yet
@@ -257,13 +266,20 @@ class AppMaster:
     def _turn(self) -> None:
         """One turn of the loop. What goes wrong in one part is logged and
         the loop goes on: no frame and no failure of one step stops it."""
+        if self._busy_turn is not None:
+            rest = self._busy_turn + self.turn_gap - time.monotonic()
+            if rest > 0:
+                time.sleep(rest)   # the workers' next results gather in the socket meanwhile (TURN_GAP)
         now = self.clock.now()
         # the core's next wakeup as the last turn left it (what ran since — the flush, the checkpoint's
         # preparation — changes nothing it depends on): one O(running) call a turn, not two
         wakeup = self._wakeup
         timeout = POLL if wakeup is None else min(POLL, max(0.0, wakeup - now))
         ready = self._poller.poll(timeout)
+        self._busy_turn = None
         if self._server in ready:
+            if self.turn_gap > 0:
+                self._busy_turn = time.monotonic()
             for peer, frame in self._server.receive_frames():
                 self._on_worker_frame(peer, frame)
         service = self._service
