@@ -12,7 +12,7 @@ from agent_helpers import master  # noqa: F401 (fixture)
 from waiting import wait_until
 from mesoslike.agent.executor import (LaunchError, TaskExecutor, TaskExit, TaskStarted, path_component, run_dir_path,
                                       sandbox_path)
-from mesoslike.agent.runtime import AgentRuntime
+from mesoslike.agent.runtime import AgentRuntime, turn_gap_left
 from mesoslike.agent.settings import AgentSettings
 from mesoslike.errors import ConfigError
 from mesoslike.resources import Resources
@@ -194,6 +194,43 @@ def test_stop_with_running_tasks_leaves_no_process_behind(master, make_agent):
     agent.stop()
     assert not agent._thread.is_alive()
     assert [live_group_members(pgid) for pgid in pgids] == [[], []]
+
+
+# ------------------------------------------------------------- turn gap
+def test_the_turn_gap_holds_only_a_turn_after_news_and_never_waiting_launches():
+    assert turn_gap_left(None, 100.0, 0.01, False) == 0.0            # after an idle turn: at once
+    assert turn_gap_left(100.0, 100.004, 0.01, False) == pytest.approx(0.006)
+    assert turn_gap_left(100.0, 100.02, 0.01, False) == 0.0          # the turn took longer than the gap
+    assert turn_gap_left(100.0, 100.001, 0.01, True) == 0.0          # launches wait: never held back
+    assert turn_gap_left(100.0, 100.001, 0.0, False) == 0.0          # 0: off
+
+
+def test_a_burst_of_exits_under_a_long_turn_gap_is_reported_whole_and_in_order(master, make_agent):
+    agent = make_agent(resources="cpus:8;mem:4096", turn_gap=0.5)
+    master.register()
+    master.send(m.Ping("agent-1"))
+    assert master.expect(m.Pong) == m.Pong("agent-1")
+    ids = [f"t{i}" for i in range(12)]
+    for task_id in ids:   # every task waits for the same file: they end together
+        master.send(m.RunTask(FW, task(task_id, f"while [ ! -e {agent.work_dir}/go ]; do sleep 0.01; done; exit 0",
+                                       resources="cpus:0.1;mem:16")))
+    for task_id in ids:
+        assert master.update(task_id).state == TaskState.STARTING
+        assert master.update(task_id).state == TaskState.RUNNING
+    (agent.work_dir / "go").touch()
+    for task_id in ids:
+        statuses = master.updates_until_terminal(task_id)
+        assert [s.state for s in statuses] == [TaskState.FINISHED]
+    master.send(m.Ping("agent-1"))
+    assert master.expect(m.Pong) == m.Pong("agent-1")
+    agent.stop()   # after a busy turn too
+    assert agent._thread is not None and not agent._thread.is_alive()
+
+
+def test_a_turn_gap_out_of_range_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="turn_gap"):
+        AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", resources="cpus:1;mem:64", work_dir=tmp_path,
+                                   turn_gap=-0.01))
 
 
 # ------------------------------------------------------- configuration

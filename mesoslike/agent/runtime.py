@@ -25,6 +25,7 @@ import os
 import pwd
 import random
 import secrets
+import select
 import shutil
 import stat
 import tempfile
@@ -113,6 +114,21 @@ CONNECTION_CHECK_INTERVAL = 0.25
 #: the longest wait between attempts to connect to a master that is down: a restarted one is reached
 #: within this long (issue 15: agents back within 2 s)
 RECONNECT_MAX = 0.5
+
+
+def turn_gap_left(busy_turn: float | None, now: float, gap: float, launches_waiting: bool) -> float:
+    """How long the loop waits before its next poll (:data:`.settings.TURN_GAP`).
+
+    The tasks, in small-share cgroups, are outranked by the agent, which
+    woke for each exit and paid a turn's fixed costs (poll, journal fsync,
+    sends, and the master's and framework's turns each frame causes) for
+    one or two of them; waiting until ``gap`` after the start of a turn
+    that handled news (``busy_turn``), what comes meanwhile shares the
+    next turn. After an idle turn (None) the agent answers at once, and
+    launches still waiting are never held back."""
+    if busy_turn is None or launches_waiting:
+        return 0.0
+    return max(0.0, busy_turn + gap - now)
 
 
 def _check_http_secure(ip: str, credentials: Credentials | None, insecure: bool) -> None:
@@ -240,6 +256,9 @@ class AgentRuntime:
         #: the GC's book: each ended sandbox's path and when it was last known to be used (None: no pass yet)
         self._ended_sandboxes: dict[str, float] | None = None
         self.drain_timeout = settings.drain_timeout
+        if not 0 <= settings.turn_gap <= 1:
+            raise ConfigError(f"turn_gap must be 0..1 s, not {settings.turn_gap}")
+        self.turn_gap = settings.turn_gap
         self._on_serving = on_serving
         #: the Unix socket custom executors connect to (docs/agent.rst, "Custom executors")
         self.executor_socket = executor_socket_path(self.work_dir)
@@ -459,6 +478,7 @@ class AgentRuntime:
         connections = 0
         next_gc = self.clock.now()
         drain_deadline: float | None = None
+        busy_turn: float | None = None   # when the last turn that handled news began (time.monotonic)
         try:
             while not self._stopping.is_set():
                 leader = locator.current()
@@ -504,11 +524,18 @@ class AgentRuntime:
                 told = self.executor.readable()   # the shared supervisor's news wakes the loop at once
                 if told is not None:
                     waiting.append(Readable(told))
+                rest = turn_gap_left(busy_turn, time.monotonic(), self.turn_gap, bool(self._launches))
+                if rest > 0:
+                    select.select([waker.fileno()], [], [], rest)   # the waker stays set: the poll sees it
                 if not waiting:
                     idle(waker, min(self._wait_timeout(), 1.0))
+                    ready: list[Pollable] = []
                 else:
-                    poll([*waiting, waker], self._wait_timeout() if client is not None else
-                         min(self._wait_timeout(), 1.0))
+                    ready = poll([*waiting, waker], self._wait_timeout() if client is not None else
+                                 min(self._wait_timeout(), 1.0))
+                # news (not a timeout, not only the waker): the next poll waits for the gap
+                busy_turn = (time.monotonic() if self.turn_gap > 0 and any(item is not waker for item in ready)
+                             else None)
                 with self._lock:
                     if client is not None:
                         self._receive(client)

@@ -30,6 +30,11 @@ __all__ = ["AgentSettings", "GC_INTERVAL", "DEFAULT_DRAIN_TIMEOUT"]
 GC_INTERVAL = 60.0
 #: how long a drain waits for the tasks' last updates to be acknowledged (s)
 DEFAULT_DRAIN_TIMEOUT = 30.0
+#: the least time from the start of a loop turn that handled news (a frame of the master, a task's end or
+#: start the shared supervisor told) to the agent's next look at its sockets (s): what arrives meanwhile
+#: shares one turn — one journal fsync, one STATUS_UPDATES frame, fewer turns of the master and the
+#: framework downstream (docs/agent.rst, "Turns"; docs/performance.rst, "Stop 18: the agent's turns")
+TURN_GAP = 0.01
 
 
 @attrs.frozen(kw_only=True)
@@ -93,6 +98,10 @@ class AgentSettings:
     :ivar gc_disk_watermark: collect sooner once the work dir's file system
         is this full (a fraction).
     :ivar gc_interval: seconds between looks at the sandboxes.
+    :ivar turn_gap: after a loop turn that handled news, the agent looks at
+        its sockets again no sooner than this long after that turn began
+        (:data:`TURN_GAP`; 0: at once). Never while launches wait, nor
+        after an idle turn; a stop or drain ends the wait.
     :ivar drain_timeout: how long :meth:`AgentRuntime.drain` waits for the killed tasks'
         updates to be acknowledged before unregistering anyway.
     :ivar shared_supervisor: run the tasks that need no process of their
@@ -155,6 +164,7 @@ class AgentSettings:
     gc_disk_watermark: float = gc.DEFAULT_DISK_WATERMARK
     gc_interval: float = GC_INTERVAL
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    turn_gap: float = TURN_GAP
     keys: CurveKeys | None = None
     master_key: bytes | None = None
     switch_user: bool | None = None
