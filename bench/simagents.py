@@ -554,8 +554,6 @@ class MuxAgents(Agents):
         self.round["sent_done_at"] = time.monotonic()
 
     def _open_stream(self) -> None:
-        from muxwire import record
-
         self._close_stream()
         assert self.address is not None
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

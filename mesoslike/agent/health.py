@@ -213,7 +213,7 @@ def _watch_check(child: subprocess.Popen, timeout: float, stop: threading.Event 
                 kept = (kept + data)[-OUTPUT_KEPT:]   # bounded, whatever the check writes
         if not timed_out and not (stop is not None and stop.is_set()):
             try:
-                code = child.wait(max(0.0, deadline - time.monotonic()))
+                child.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 timed_out = True
     finally:

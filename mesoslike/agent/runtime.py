@@ -60,7 +60,6 @@ from mesoslike.agent.core import (
 from mesoslike.agent.executor import (
     ExecutorEvent,
     Launch,
-    LaunchError,
     FetcherSettings,
     LaunchFailed,
     TaskExecutor,

@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -544,7 +543,6 @@ def decommission(work_dir: str | None, hostname: str | None, drain_timeout: floa
     for it (SIGUSR1 to the agent does the same). To stop offering an agent
     and keep it, see `mesoslike agent drain` (the master's drain)."""
     from mesoslike.agent.runtime import default_work_dir
-    from mesoslike.agent.settings import AgentSettings
 
     _decommission(work_dir or default_work_dir(hostname or socket.gethostname()), drain_timeout)
 

@@ -28,7 +28,7 @@ from typing import Callable
 
 import click
 
-from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option, token_option
+from mesoslike.cli.options import client_key_options, die, logging_option, option, timeout_option
 from mesoslike.errors import MesoslikeError
 
 __all__ = ["task", "locate_task", "sandbox_file", "read_file", "read_tail", "TaskLocation", "agent_token", "get_json",

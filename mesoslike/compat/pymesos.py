@@ -41,7 +41,6 @@ from mesoslike.compat._pymesos_shapes import (
     offer_id_list,
     offer_message,
     operations_from,
-    resources_from,
     status_from_message,
     status_message,
     task_info,

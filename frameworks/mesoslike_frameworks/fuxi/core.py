@@ -51,7 +51,6 @@ needs (:meth:`FuxiCore.release` with ``keep_desire=False``) — no re-sends.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import math

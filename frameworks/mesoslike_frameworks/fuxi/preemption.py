@@ -34,7 +34,6 @@ import attrs
 from mesoslike import Resources
 from mesoslike_frameworks.fuxi.books import (
     CLUSTER_SCOPE,
-    EMPTY,
     WAIT_LOWER_PRIORITY,
     WAIT_NEVER_FITS,
     WAIT_NO_FIT,
