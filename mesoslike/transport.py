@@ -1323,8 +1323,10 @@ def poll(items: Iterable[Pollable], timeout: float | None) -> list[Pollable]:
     return Poller(items).poll(timeout)
 
 
-def idle(waker: Waker, timeout: float | None) -> None:
+def idle(waker: Waker, timeout: float | None, clear: bool = True) -> None:
     """Sleep until ``waker`` fires or ``timeout`` seconds pass (for a loop
-    that has no socket at the moment, e.g. while no master leads)."""
+    that has no socket at the moment, e.g. while no master leads). With
+    ``clear=False`` a wake is left set, for the loop's next poll to see."""
     select.select([waker.fileno()], [], [], timeout)
-    waker.clear()
+    if clear:
+        waker.clear()

@@ -25,7 +25,6 @@ import os
 import pwd
 import random
 import secrets
-import select
 import shutil
 import stat
 import tempfile
@@ -525,7 +524,7 @@ class AgentRuntime:
                     waiting.append(Readable(told))
                 rest = turn_gap_left(busy_turn, time.monotonic(), self.turn_gap, bool(self._launches))
                 if rest > 0:
-                    select.select([waker.fileno()], [], [], rest)   # the waker stays set: the poll sees it
+                    idle(waker, rest, clear=False)   # a wake (stop, drain, leader) ends it, and the poll sees it
                 if not waiting:
                     idle(waker, min(self._wait_timeout(), 1.0))
                     ready: list[Pollable] = []
