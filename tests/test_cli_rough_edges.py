@@ -85,7 +85,7 @@ def record_agent_runtime(monkeypatch) -> dict:
 
     class RecordingRuntime:
         def __init__(self, settings, **injected):
-            seen.update(master=settings.master, attributes=settings.attributes)
+            seen.update(master=settings.master, attributes=settings.attributes, turn_gap=settings.turn_gap)
             raise SystemExit(0)
 
     monkeypatch.setattr("mesoslike.agent.runtime.AgentRuntime", RecordingRuntime)
@@ -99,7 +99,21 @@ def test_the_shipped_agent_config_file_is_read(monkeypatch):
     result = CliRunner().invoke(main, ["agent", "--config", str(REPO / "conf" / "agent.toml")],
                                 env={"MESOSLIKE_AGENT_MASTER": None, "MESOSLIKE_MASTER": None})
     assert result.exit_code == 0, result.output
-    assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0"}
+    assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0", "turn_gap": 0.01}
+
+
+@pytest.mark.parametrize("flag, expected", [([], 0.01), (["--turn-gap", "0"], 0.0), (["--turn-gap", "0.05"], 0.05)])
+def test_the_agent_turn_gap_is_an_option(monkeypatch, flag, expected):
+    """--turn-gap reaches the agent's settings (docs/agent.rst, Turns)."""
+    seen = record_agent_runtime(monkeypatch)
+    result = CliRunner().invoke(main, ["agent", "--master", "tcp://127.0.0.1:7001", *flag])
+    assert result.exit_code == 0, result.output
+    assert seen["turn_gap"] == expected
+
+
+def test_an_agent_turn_gap_over_a_second_is_refused():
+    result = CliRunner().invoke(main, ["agent", "--master", "tcp://127.0.0.1:7001", "--turn-gap", "2"])
+    assert result.exit_code == 2 and "--turn-gap" in result.output and "0<=x<=1" in result.output, result.output
 
 
 # ------------------------------------------------------------------ agent
