@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -83,11 +84,20 @@ def kernel_threads_cpu_ms() -> float:
     return total / 1e6
 
 
-def build(into: Path) -> Path:
-    binary = into / "ns_variants"
+def build(into: Path, program: str = "ns_variants") -> Path:
+    """``bench/PROGRAM.c`` built static into ``into``."""
+    binary = into / program
     subprocess.run([os.environ.get("CC", "cc"), "-O2", "-Wall", "-static", "-o", str(binary),
-                    str(HERE / "ns_variants.c")], check=True)
+                    str(HERE / f"{program}.c")], check=True)
     return binary
+
+
+def interleaved(names: list[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """(round, variant) in the order measured: the variants' order reversed
+    every other round, so that none is always first after another."""
+    for number in range(rounds):
+        for name in (names if number % 2 == 0 else list(reversed(names))):
+            yield number, name
 
 
 def main() -> int:
@@ -106,18 +116,18 @@ def main() -> int:
     loads = []
     try:
         binary = build(work)
-        for number in range(args.rounds):
-            names = list(variants) if number % 2 == 0 else list(reversed(variants))
-            for name in names:
-                place = work / f"{name}-{number}"
-                place.mkdir()
-                kernel_before = kernel_threads_cpu_ms()
-                done = subprocess.run([str(binary), str(args.launches), str(variants[name]), str(place)],
-                                      capture_output=True, text=True, check=True)
-                time.sleep(SETTLE)   # the deferred teardown of the last launches
-                kernel[name].append(round((kernel_threads_cpu_ms() - kernel_before) / args.launches, 3))
-                user, system = (float(x) for x in done.stdout.split())
-                rounds[name].append(round(user + system, 3))
+        for number, name in interleaved(list(variants), args.rounds):
+            place = work / f"{name}-{number}"
+            place.mkdir()
+            kernel_before = kernel_threads_cpu_ms()
+            done = subprocess.run([str(binary), str(args.launches), str(variants[name]), str(place)],
+                                  capture_output=True, text=True, check=True)
+            time.sleep(SETTLE)   # the deferred teardown of the last launches
+            kernel[name].append(round((kernel_threads_cpu_ms() - kernel_before) / args.launches, 3))
+            user, system = (float(x) for x in done.stdout.split())
+            rounds[name].append(round(user + system, 3))
+            if any(len(values) <= number for values in rounds.values()):
+                continue   # the round goes on
             loads.append([round(x, 2) for x in os.getloadavg()])
             print(f"round {number + 1}: {({name: values[-1] for name, values in rounds.items()})} "
                   f"kernel threads {({name: values[-1] for name, values in kernel.items()})} "

@@ -31,15 +31,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import benchlib  # noqa: E402
+from ns_variants import build, interleaved  # noqa: E402
 
 CGROUPS_V1 = Path("/sys/fs/cgroup")
-
-
-def build(into: Path) -> Path:
-    binary = into / "nsinit_steps"
-    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-Wall", "-static", "-o", str(binary),
-                    str(HERE / "nsinit_steps.c")], check=True)
-    return binary
 
 
 def parse(line: str, hierarchies: list[str]) -> dict[str, float]:
@@ -74,17 +68,16 @@ def main() -> int:
     try:
         for directory in cgroups.values():
             directory.mkdir(parents=True)
-        binary = build(work)
-        for number in range(args.rounds):
-            names = list(variants) if number % 2 == 0 else list(reversed(variants))
-            for name in names:
-                place = work / f"{len(rounds[name])}-{names.index(name)}"
-                place.mkdir()
-                joined = variants[name]
-                done = subprocess.run([str(binary), str(args.launches), str(place),
-                                       *(str(cgroups[h]) for h in joined)],
-                                      capture_output=True, text=True, check=True)
-                rounds[name].append(parse(done.stdout, joined))
+        binary = build(work, "nsinit_steps")
+        for number, name in interleaved(list(variants), args.rounds):
+            place = work / f"{number}-{list(variants).index(name)}"
+            place.mkdir()
+            joined = variants[name]
+            done = subprocess.run([str(binary), str(args.launches), str(place), *(str(cgroups[h]) for h in joined)],
+                                  capture_output=True, text=True, check=True)
+            rounds[name].append(parse(done.stdout, joined))
+            if any(len(values) <= number for values in rounds.values()):
+                continue   # the round goes on
             loads.append([round(x, 2) for x in os.getloadavg()])
             print(f"round {number + 1}: {({name: values[-1] for name, values in rounds.items()})} "
                   f"load {loads[-1]}", file=sys.stderr, flush=True)
