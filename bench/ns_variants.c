@@ -11,6 +11,11 @@
  * would: no copy of the address space made, faulted in and torn down) that
  * does what FLAGS say, then starts /bin/true (fork, or vfork with VFORK)
  * and waits for it. DIR: where the private /tmp directories are made.
+ * With TEMPLATE this process first makes a mount namespace of its own with
+ * / a recursive slave, which each launch's copies (as an init server that
+ * did so once at its start would): no MS_SLAVE walk a launch. With SHM_BIND
+ * /dev/shm is a directory of one tmpfs mounted once (DIR/shm) bound in
+ * place, not a tmpfs (a superblock) of its own.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,7 +33,7 @@
 
 enum {
     PID = 1, MOUNT = 2, IPC = 4, UTS = 8, RSLAVE = 16, RPRIVATE = 32, PROC = 64, SHM = 128,
-    TMP = 256, VFORK = 4096, EXEC = 8192, VM = 16384,
+    TMP = 256, VFORK = 4096, EXEC = 8192, VM = 16384, TEMPLATE = 32768, SHM_BIND = 65536,
 };
 
 #define STACK_SIZE (256 << 10)
@@ -57,6 +62,12 @@ static int launch(int number) {
     if (flags & RPRIVATE && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die("rprivate");
     if (flags & PROC && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) die("proc");
     if (flags & SHM && mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) die("shm");
+    if (flags & SHM_BIND) {
+        char shm[4096];
+        snprintf(shm, sizeof shm, "%s/shm/s%d", dir, number);
+        if (mkdir(shm, 01777) != 0 && errno != EEXIST) die("mkdir shm");
+        if (mount(shm, "/dev/shm", NULL, MS_BIND, NULL) != 0) die("bind /dev/shm");
+    }
     if (flags & TMP) {
         char tmp[4096];
         snprintf(tmp, sizeof tmp, "%s/t%d", dir, number);
@@ -88,6 +99,14 @@ int main(int argc, char **argv) {
     int count = atoi(argv[1]), running = 0;
     flags = strtol(argv[2], NULL, 0);
     dir = argv[3];
+    if (flags & (TEMPLATE | SHM_BIND) && (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0))
+        die("template");
+    if (flags & SHM_BIND) {
+        char shm[4096];
+        snprintf(shm, sizeof shm, "%s/shm", dir);
+        if (mkdir(shm, 01777) != 0 || mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+            die("the shared tmpfs");
+    }
     for (int slot = 0; slot < 4; slot++)
         if ((stacks[slot] = malloc(STACK_SIZE)) == NULL) die("malloc");
     for (int number = 0; number < count; number++) {

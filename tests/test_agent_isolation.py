@@ -367,6 +367,24 @@ def test_v1_task_cgroups_go_below_the_agents_own_cgroup(tmp_path):
     assert isolator.launch_spec(container)["cgroups_home"] == [str(cpu), str(memory / "sandbox" / "one")]
 
 
+def test_a_v1_task_gets_no_pids_cgroup(tmp_path):
+    # nothing is limited in pids, and any of its cgroups lists its processes: a cgroup there was one more to
+    # hand out, check, join and empty a task
+    hierarchies = {name: tmp_path / name for name in ("memory", "cpu", "cpuacct", "pids")}
+    for hierarchy in hierarchies.values():
+        hierarchy.mkdir()
+    mountinfo = "".join(f"{30 + i} 29 0:{40 + i} / {path} rw,relatime - cgroup cgroup rw,{name}\n"
+                        for i, (name, path) in enumerate(hierarchies.items()))
+    proc = fake_proc(tmp_path, mountinfo, "4:memory:/\n3:cpu:/\n2:cpuacct:/\n1:pids:/\n")
+    isolator = select_isolator("cgroups", cgroups_root="mesoslike", proc=proc)
+    assert sorted(isolator.bases) == ["cpu", "cpuacct", "memory"]   # type: ignore[attr-defined]
+    container = isolator.create("task", R("cpus:1;mem:64"))
+    assert sorted(container.cgroups) == ["cpu", "cpuacct", "memory"]
+    assert not (hierarchies["pids"] / "mesoslike").exists()
+    spec = isolator.launch_spec(container)   # what its init joins, its supervisor empties and kills
+    assert sorted(spec["cgroups"]) == sorted(container.cgroups.values())
+
+
 def test_the_supervisors_and_tasks_of_a_stopped_agent_leave_no_cgroup(master, agent, cgroups_root):
     runtime = agent()
     run(master, "a", "sleep 60")

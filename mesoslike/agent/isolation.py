@@ -30,8 +30,8 @@ isolators of resources, chosen by the ``cgroups/*`` or ``posix/*`` names
                 out-of-memory kills. A task's cgroup is
                 ``<mount>/<root>/<name>`` (v2 forbids processes in a cgroup
                 that has controlled children, so not below the agent's own).
-``cgroups-v1``  the ``memory`` and ``cpu`` hierarchies (plus ``cpuacct`` and
-                ``pids`` when mounted, for usage and process tracking):
+``cgroups-v1``  the ``memory`` and ``cpu`` hierarchies (plus ``cpuacct``
+                when mounted, for usage; the processes are tracked in ``memory``):
                 ``memory.limit_in_bytes``, ``cpu.shares`` (and
                 ``cpu.cfs_quota_us`` with ``cpu_quota``), ``memory.oom_control``'s
                 ``oom_kill``. A task's cgroup is ``<agent's own cgroup>/<root>/<name>``
@@ -530,7 +530,7 @@ class _Cgroups(Isolator):
 
 
 class CgroupsV1Isolator(_Cgroups):
-    """cgroups v1: memory and cpu hierarchies, cpuacct and pids when present."""
+    """cgroups v1: memory and cpu hierarchies, cpuacct when present."""
 
     name = "cgroups-v1"
     enforcing = True
@@ -595,7 +595,7 @@ class CgroupsV1Isolator(_Cgroups):
         memory = _flat_keyed(os.path.join(groups["memory"], "memory.stat"))
         user, system, throttled, throttled_s = (now - then for now, then in zip(self._counters(container),
                                                                                 container.base))
-        tracker = groups.get("pids", groups["memory"])
+        tracker = groups.get("pids", groups["memory"])   # pids: a task recovered from an agent of before
         return _limited(TaskUsage("", "", time.time(), cpus_user_time_secs=user, cpus_system_time_secs=system,
                                   cpus_nr_throttled=int(throttled), cpus_throttled_time_secs=throttled_s,
                                   mem_rss_bytes=memory.get("total_rss", memory.get("rss", 0)),
@@ -970,7 +970,10 @@ def _try_v1(mounts: list[CgroupMount], own: dict[str, str], root: str,
             cpu_quota: bool) -> tuple[Isolator | None, str]:
     bases: dict[str, str] = {}
     homes: dict[str, str] = {}
-    for controller in ("memory", "cpu", "cpuacct", "pids"):
+    # not pids: nothing is limited there, and the memory hierarchy's cgroup.procs tracks the same processes
+    # (usage, kill); a hierarchy fewer is a cgroup fewer to hand out, check and join a task (the init's
+    # join, a css_set made and freed: docs/performance.rst)
+    for controller in ("memory", "cpu", "cpuacct"):
         mount = next((m for m in mounts if m.version == 1 and controller in m.controllers), None)
         if mount is None:
             continue
