@@ -13,9 +13,10 @@ in the other half). For each part:
 
 - its rate (the real agents': from the first launch to the last task's end,
   as ``throughput.py`` times it; the job's: the client's whole life);
-- the job's timeline (``bench/fuxi_path.py``'s: the AppMaster's and
-  workers' starts, the first and last instance's end, the stretches
-  between them with the cores the machine and the job kept busy);
+- the job's timeline, from the AppMaster's and the workers' logs as
+  ``bench/fuxi_path.py`` reads them (no ``/proc`` poller beside the job):
+  when the AppMaster served, the first and last worker joined, the first
+  and last instance ended, and the client's exit;
 - the whole machine over the part (``bench/machine_accounting.py``'s
   accounting): ``/proc/stat`` by kind, the CPU of our processes by role
   (master, agents, the Fuxi service and what runs below each), of kernel
@@ -28,12 +29,14 @@ in the other half). For each part:
 
 ``--competing N`` runs N busy loops, each in a session of its own (with
 the kernel's autogroups, a scheduling entity of its own, as another user's
-shell is), during rounds 2-3, 6-7, ... (``competing`` in the part): how
+shell is), during the third and fourth of every four rounds (``competing``
+in the part): how
 much of a contended machine each system gets.
 
 ``--root-shares N`` gives the agents' tasks a cgroups root of this run's
 own (``--cgroups-root bench-fuxi-swing-PID``) and sets its ``cpu.shares``
-to N during rounds 2-3, 6-7, ... (1024, the kernel's default, in the
+to N during the third and fourth of every four rounds (1024, the kernel's
+default, in the
 others; ``root_shares`` in the part): against other sessions every task
 of the agents — the real agents' ``true``s, the Fuxi job's workers and
 their instances — shares that one group's weight, as much as one other
@@ -196,10 +199,10 @@ def main() -> None:
     parser.add_argument("--quiet-probe", type=float, default=0.3, help="seconds of the probe before each part")
     parser.add_argument("--settle", action="store_true", help="wait for the previous part's teardown to settle")
     parser.add_argument("--settle-cores", type=float, default=0.1)
-    parser.add_argument("--competing", type=int, default=0, help="busy loops of other sessions in rounds 2-3, 6-7...")
+    parser.add_argument("--competing", type=int, default=0, help="busy loops of other sessions in the third and fourth of every four rounds")
     parser.add_argument("--competing-always", action="store_true", help="the busy loops in every round")
-    parser.add_argument("--root-shares", type=int, default=0, help="cpu.shares of the tasks' cgroups root in rounds "
-                                                                   "2-3, 6-7...")
+    parser.add_argument("--root-shares", type=int, default=0, help="cpu.shares of the tasks' cgroups root in the "
+                                                                   "third and fourth of every four rounds")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     doc, started, load_start = benchlib.start("fuxi_swing", None, {"git_head": benchlib.git_state([])[0]})
@@ -207,9 +210,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-fuxi-swing-"))
     procs = tp.Processes(work)
     parts: list[dict[str, Any]] = []
-    cgroups_root = "mesoslike"
+    # a root of the run's own: its cpu.shares are set (and the swept cgroups left named for this benchmark)
+    cgroups_root = f"bench-fuxi-swing-{os.getpid()}" if args.root_shares else "mesoslike"
     try:
-        cgroups_root = f"bench-fuxi-swing-{os.getpid()}"
         cluster = tp.Cluster(procs, 4, "cpus:64;mem:65536",
                              ("--cgroups-root", cgroups_root) if args.root_shares else ())
         address = fuxi_path.start_fuxi(procs, "fuxi-after", sys.executable, ROOT, cluster)
