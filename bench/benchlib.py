@@ -273,14 +273,18 @@ def sweep_agent_cgroups(work: Path, roots: Iterable[str] = ("mesoslike",)) -> in
     have no next process — thousands piled up across runs and the kernel's
     memory cgroup ids ran out (EBUSY/ENOSPC in later tests). Only cgroups
     named for an agent whose work directory is under ``work`` (the product's
-    ``agent_key``), and in ``roots`` the ``roots`` directories themselves
+    ``agent_key``: whatever the agent's hostname, its work directory's
+    digest), and in ``roots`` the ``roots`` directories themselves
     when they are left empty and named for this benchmark (``bench-*``), so a
     concurrent run's agents are never touched. Returns how many were
     removed."""
     from mesoslike.agent.isolation import agent_key
-    keys: set[str] = set()
+    # an agent's key is its hostname and a digest of its work directory: the digest alone is matched, as a
+    # benchmark's agents are named apart from their directories (throughput.py's bench-N in agent-N: their
+    # cgroups were never swept)
+    digests: set[str] = set()
     for directory in [work, *(d for d in work.glob("*") if d.is_dir()), *(d for d in work.glob("*/*") if d.is_dir())]:
-        keys.add(agent_key(directory.name, directory))
+        digests.add(agent_key("", directory).rsplit("-", 1)[-1])
     removed = 0
     for hierarchy in cgroup_hierarchies():
         for root in roots:
@@ -290,7 +294,7 @@ def sweep_agent_cgroups(work: Path, roots: Iterable[str] = ("mesoslike",)) -> in
                 except OSError:
                     continue
                 for name in names:
-                    if name.split(".", 1)[0] not in keys:
+                    if name.split(".", 1)[0].rsplit("-", 1)[-1] not in digests:
                         continue
                     for below, _, _ in sorted(os.walk(base / name), key=lambda entry: -len(entry[0])):
                         try:

@@ -21,7 +21,15 @@
     A Fuxi job of N instances of ``true`` (S slots) submitted with ``mesoslike
     fuxi submit --wait`` to ``mesoslike fuxi serve`` on the real-agents
     cluster; timed from submit to the end of ``submit``. Compared with the
-    real-agents rate of the same run.
+    real-agents rate of the same run: with both measured, their rounds take
+    turns (the real agents first in even rounds, the job first in odd ones)
+    and the ratio is also taken round by round
+    (``fuxi.percent_of_real_agents_pair_by_pair``). Every real-agents and
+    Fuxi round records the machine's busy cores and how many of them were
+    not the benchmark's (``machine_per_round``: other sessions, kernel
+    threads): a round with them is not a quiet one; the ratio over the pairs
+    where neither round had 0.25 such cores is
+    ``fuxi.percent_of_real_agents_quiet_pairs``.
 ``big_master`` (``--big-master``)
     A master (a subprocess, its core fed directly as in
     ``bench/state_under_load.py``) holding A agents and T running tasks: its
@@ -80,6 +88,7 @@ the issue's goals; the benchmark reports, it never fails on a figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import shutil
@@ -309,6 +318,41 @@ class Cluster:
     def peak_rss(self) -> dict[str, int]:
         return {"master": peak_rss_bytes(self.procs.procs[self.master].pid),
                 "agents_max": max(peak_rss_bytes(self.procs.procs[a].pid) for a in self.agents)}
+
+
+def machine_busy_seconds() -> float:
+    """The machine's processors' busy seconds so far (``/proc/stat``: all but idle and iowait)."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / TICKS
+
+
+class MachineShare:
+    """What the machine did over a round: its busy cores and how many of them
+    were not this benchmark's (``not_ours_cores``: other sessions' processes,
+    kernel threads — on a shared machine they come and go within seconds and
+    take the round's CPU; a round with them is not a quiet one). Ours: the
+    cluster's process trees, this process and the children it reaped (the
+    Fuxi client), and ``extra`` (the Fuxi service, its AppMasters)."""
+
+    def __init__(self, cluster: Cluster, extra: tuple[int, ...] = ()) -> None:
+        self.cluster, self.extra = cluster, extra
+
+    def _ours(self) -> float:
+        own = cpu_seconds(os.getpid())
+        cluster = self.cluster.cpu()
+        extra = sum(sum(tree_cpu_seconds(pid).values()) for pid in self.extra)
+        return cluster["master"] + cluster["agents"] + cluster["agents_tasks"] + own["self"] + own["children"] + extra
+
+    def __enter__(self) -> "MachineShare":
+        self.busy, self.ours, self.started = machine_busy_seconds(), self._ours(), time.perf_counter()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        wall = time.perf_counter() - self.started
+        busy, ours = machine_busy_seconds() - self.busy, self._ours() - self.ours
+        self.result = {"wall_s": round(wall, 3), "busy_cores": round(busy / wall, 2),
+                       "not_ours_cores": round(max(0.0, busy - ours) / wall, 2)}
 
 
 def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -545,41 +589,57 @@ def measure_batching(updates: int = 20_000, batch: int = 100, rounds: int = 3) -
 
 
 # --------------------------------------------------------------- measurements
-def measure_real_agents(procs: Processes, cluster: Cluster, tasks: int, rounds: int,
-                        slurm: "slurm_peer.SingleNodeSlurm | None" = None) -> dict:
-    rates, baseline, cpus = [], [], []
-    peers: dict[str, list[float]] = {f"slurm_{name}": [] for name in slurm_peer.CONFIGURATIONS} if slurm else {}
-    for r in range(rounds):
-        base_s = spawn_directly(tasks, 4, procs.work / "spawn")
-        baseline.append(tasks / base_s)
-        if slurm is not None:   # in the same round as the baseline and mesoslike (--peers slurm)
+class RealAgentsRounds:
+    """The real agents' rounds (N x ``true`` through the ``CommandScheduler``), one at a time (:meth:`round`),
+    so that they can take turns with the Fuxi path's (:class:`FuxiRounds`); :meth:`result` sums them up."""
+
+    def __init__(self, procs: Processes, cluster: Cluster, tasks: int,
+                 slurm: "slurm_peer.SingleNodeSlurm | None" = None) -> None:
+        self.procs, self.cluster, self.tasks, self.slurm = procs, cluster, tasks, slurm
+        self.rates: list[float] = []
+        self.baseline: list[float] = []
+        self.cpus: list[dict[str, float]] = []
+        self.machine: list[dict[str, float]] = []
+        self.peers: dict[str, list[float]] = ({f"slurm_{name}": [] for name in slurm_peer.CONFIGURATIONS}
+                                              if slurm else {})
+
+    def round(self, r: int) -> None:
+        tasks = self.tasks
+        base_s = spawn_directly(tasks, 4, self.procs.work / "spawn")
+        self.baseline.append(tasks / base_s)
+        if self.slurm is not None:   # in the same round as the baseline and mesoslike (--peers slurm)
             for name in slurm_peer.CONFIGURATIONS:
-                slurm.reconfigure(name)
-                peers[f"slurm_{name}"].append(tasks / slurm.run_array(tasks))
-            log(f"slurm round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f} tasks/s" for k, v in peers.items()))
-        before = cluster.cpu()
-        result = run_frameworks(cluster.address, tasks, 1, "cpus:0.1;mem:16")
-        cpu = cpu_delta(before, cluster.cpu())
+                self.slurm.reconfigure(name)
+                self.peers[f"slurm_{name}"].append(tasks / self.slurm.run_array(tasks))
+            log(f"slurm round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f} tasks/s" for k, v in self.peers.items()))
+        before = self.cluster.cpu()
+        with MachineShare(self.cluster) as machine:
+            result = run_frameworks(self.cluster.address, tasks, 1, "cpus:0.1;mem:16")
+        cpu = cpu_delta(before, self.cluster.cpu())
         cpu["framework"] = result["framework_cpu_s"]
-        cpus.append(cpu)
-        rates.append(tasks / result["seconds"])
-        log(f"real agents round {r + 1}: {rates[-1]:.0f} tasks/s (spawning directly {baseline[-1]:.0f}/s), "
-            f"cpu {cpu}, failed {result['failed']}")
-    ratios = [a / b for a, b in zip(rates, baseline)]
-    # CPU per task of each part (the bound, once the CPUs are busy: docs/performance.rst)
-    per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]}
-    result = {"tasks": tasks, "agents": len(cluster.agents), "tasks_per_s": spread(rates),
-              "baseline_spawn_per_s": spread(baseline), "ratio_to_baseline": spread([100 * x for x in ratios]),
-              "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task}
-    if peers:
-        result["peers"] = {name: {"tasks_per_s": spread(values),
-                                  "ratio_to_baseline": spread([100 * a / b for a, b in zip(values, baseline)]),
-                                  "mesoslike_times": spread([a / b for a, b in zip(rates, values)])}
-                           for name, values in peers.items()}
-        result["peers"]["how"] = ("bench/slurm_peer.py: single-node Slurm on loopback (conf/slurm/slurm.conf.in), "
-                                  "one job array of N x true, each task's stdout/stderr in its own files; "
-                                  "mesoslike_times = mesoslike's rate / the peer's, round by round")
-    return result
+        self.cpus.append(cpu)
+        self.machine.append(machine.result)
+        self.rates.append(tasks / result["seconds"])
+        log(f"real agents round {r + 1}: {self.rates[-1]:.0f} tasks/s (spawning directly {self.baseline[-1]:.0f}/s), "
+            f"cpu {cpu}, failed {result['failed']}, machine {machine.result}")
+
+    def result(self) -> dict:
+        tasks, rates, baseline, cpus, peers = self.tasks, self.rates, self.baseline, self.cpus, self.peers
+        ratios = [a / b for a, b in zip(rates, baseline)]
+        # CPU per task of each part (the bound, once the CPUs are busy: docs/performance.rst)
+        per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]}
+        result = {"tasks": tasks, "agents": len(self.cluster.agents), "tasks_per_s": spread(rates),
+                  "baseline_spawn_per_s": spread(baseline), "ratio_to_baseline": spread([100 * x for x in ratios]),
+                  "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task, "machine_per_round": self.machine}
+        if peers:
+            result["peers"] = {name: {"tasks_per_s": spread(values),
+                                      "ratio_to_baseline": spread([100 * a / b for a, b in zip(values, baseline)]),
+                                      "mesoslike_times": spread([a / b for a, b in zip(rates, values)])}
+                               for name, values in peers.items()}
+            result["peers"]["how"] = ("bench/slurm_peer.py: single-node Slurm on loopback (conf/slurm/slurm.conf.in), "
+                                      "one job array of N x true, each task's stdout/stderr in its own files; "
+                                      "mesoslike_times = mesoslike's rate / the peer's, round by round")
+        return result
 
 
 def one_round(cluster: Cluster, tasks: int, user: str = "") -> tuple[float, dict[str, float], int]:
@@ -868,35 +928,86 @@ def measure_control_before_after(procs: Processes, tasks: int, agents: int, fram
 FUXI_WORKER_MEM = 64
 
 
-def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rounds: int) -> dict:
-    port = free_port()
-    fuxi_address = f"tcp://127.0.0.1:{port}"
-    procs.mesoslike("fuxi", "fuxi", "serve", "--master", cluster.address, "--port", str(port),
-                    "--work-dir", str(procs.work / "fuxi-work"))
-    wait_for(lambda: any(f["name"] == "fuxi" for f in get_json(cluster.http + "/state", 5)["frameworks"]), 60,
-             "the fuxi framework")
-    rates, cpus = [], []
-    for r in range(rounds):
+class FuxiRounds:
+    """The Fuxi path's rounds: a job of N instances of ``true`` in ``slots`` slots, ``mesoslike fuxi submit
+    --wait`` to ``mesoslike fuxi serve`` on the cluster, timed by the client's whole life; one at a time
+    (:meth:`round`), so that they can take turns with the real agents' (:class:`RealAgentsRounds`)."""
+
+    def __init__(self, procs: Processes, cluster: Cluster, tasks: int, slots: int) -> None:
+        self.procs, self.cluster, self.tasks, self.slots = procs, cluster, tasks, slots
+        port = free_port()
+        self.address = f"tcp://127.0.0.1:{port}"
+        procs.mesoslike("fuxi", "fuxi", "serve", "--master", cluster.address, "--port", str(port),
+                        "--work-dir", str(procs.work / "fuxi-work"))
+        wait_for(lambda: any(f["name"] == "fuxi" for f in get_json(cluster.http + "/state", 5)["frameworks"]), 60,
+                 "the fuxi framework")
+        self.rates: list[float] = []
+        self.cpus: list[dict[str, float]] = []
+        self.machine: list[dict[str, float]] = []
+
+    def round(self, r: int) -> None:
+        procs, tasks, slots = self.procs, self.tasks, self.slots
         job = procs.work / f"job-{r}.toml"
         # mem: the slot holds the worker, a Python process with the transport and its keys (~30 MB since
         # issue 13), which runs the instances; 16 MB had the kernel kill every worker
         job.write_text(f'[job]\nname = "bench-{r}"\n\n[[job.units]]\nname = "work"\nslots = {slots}\n'
                        f'cpus = 0.1\nmem = {FUXI_WORKER_MEM}\ninstances = {tasks}\ncommand = "true"\n')
-        before = {**cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]}
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", "submit", "--fuxi", fuxi_address,
-                               "--wait", "--interval", "0.1", str(job)], cwd=ROOT, capture_output=True, text=True,
-                              timeout=1200)
-        elapsed = time.perf_counter() - started
+        before = {**self.cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]}
+        with MachineShare(self.cluster, (procs.procs["fuxi"].pid,)) as machine:
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "mesoslike", "fuxi", "submit", "--fuxi", self.address,
+                                   "--wait", "--interval", "0.1", str(job)], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=1200)
+            elapsed = time.perf_counter() - started
         if done.returncode != 0:
             raise SystemExit(f"fuxi job failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
-        cpu = cpu_delta(before, {**cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]})
-        cpus.append(cpu)
-        rates.append(tasks / elapsed)
-        log(f"fuxi round {r + 1}: {rates[-1]:.0f} instances/s, cpu {cpu}")
-    procs.stop("fuxi")
-    return {"instances": tasks, "slots": slots, "instances_per_s": spread(rates), "cpu_s_per_round": cpus,
-            "note": "cpu: fuxi = the service; the AppMaster and the workers are tasks (agents_tasks)"}
+        cpu = cpu_delta(before, {**self.cluster.cpu(), "fuxi": cpu_seconds(procs.procs["fuxi"].pid)["self"]})
+        self.cpus.append(cpu)
+        self.machine.append(machine.result)
+        self.rates.append(tasks / elapsed)
+        log(f"fuxi round {r + 1}: {self.rates[-1]:.0f} instances/s, cpu {cpu}, machine {machine.result}")
+
+    def result(self) -> dict:
+        self.procs.stop("fuxi")
+        return {"instances": self.tasks, "slots": self.slots, "instances_per_s": spread(self.rates),
+                "cpu_s_per_round": self.cpus, "machine_per_round": self.machine,
+                "note": "cpu: fuxi = the service; the workers are tasks (agents_tasks), the AppMaster is the "
+                        "service's child (in none of them)"}
+
+
+def measure_fuxi(procs: Processes, cluster: Cluster, tasks: int, slots: int, rounds: int) -> dict:
+    fuxi = FuxiRounds(procs, cluster, tasks, slots)
+    for r in range(rounds):
+        fuxi.round(r)
+    return fuxi.result()
+
+
+#: a round is quiet when other sessions and kernel threads kept less than this many cores busy over it
+QUIET_NOT_OURS_CORES = 0.25
+
+
+def measure_real_and_fuxi(real: RealAgentsRounds, fuxi: FuxiRounds, rounds: int) -> tuple[dict, dict]:
+    """The real agents' and the Fuxi path's rounds taking turns — the real agents first in even rounds, the
+    Fuxi job first in odd ones — so that each meets the same stretch of the machine's load (other sessions
+    come and go within seconds on a shared machine; all of one's rounds, then all of the other's, had the
+    ratio swing with them) and follows the other system's round as often; the Fuxi path's percent of the
+    real agents' rate is also taken round by round (``percent_of_real_agents_pair_by_pair``)."""
+    order: list[str] = []
+    for r in range(rounds):
+        for system in (("real", "fuxi") if r % 2 == 0 else ("fuxi", "real")):
+            (real if system == "real" else fuxi).round(r)
+            order.append(system)
+    real_result, fuxi_result = real.result(), fuxi.result()
+    pairs = [100 * f / a for f, a in zip(fuxi.rates, real.rates)]
+    fuxi_result["percent_of_real_agents_pair_by_pair"] = spread(pairs)
+    # the pairs in which neither round met other sessions' work (the swing's cause: docs/performance.rst,
+    # "Stop 19: the Fuxi path (fuxi29p)"); informative only: the issue's figure is the medians' ratio
+    quiet = [pair for pair, a, b in zip(pairs, real.machine, fuxi.machine)
+             if max(a["not_ours_cores"], b["not_ours_cores"]) < QUIET_NOT_OURS_CORES]
+    fuxi_result["percent_of_real_agents_quiet_pairs"] = {**(spread(quiet) if quiet else {}), "pairs": len(quiet),
+                                                         "not_ours_cores_below": QUIET_NOT_OURS_CORES}
+    fuxi_result["round_order"] = order
+    return real_result, fuxi_result
 
 
 def measure_big_run(procs: Processes, cluster: Cluster, instances: int) -> dict:
@@ -1400,18 +1511,23 @@ def main() -> None:
                               ("--isolation", args.agent_isolation) if args.agent_isolation else ())
             doc["agent_isolation"] = args.agent_isolation or "(the agents' default)"
             if "real" in only:
-                if "slurm" in args.peers.split(","):
-                    # its own directory, not under the benchmark's 0700 one: munged wants its socket's
-                    # directory searchable by all
-                    slurm_work = Path(tempfile.mkdtemp(prefix="bench-slurm-"))
-                    try:
-                        with slurm_peer.SingleNodeSlurm(slurm_work) as slurm:
-                            doc["real_agents"] = measure_real_agents(procs, cluster, args.tasks, args.rounds, slurm)
-                    finally:
-                        shutil.rmtree(slurm_work, ignore_errors=True)
-                else:
-                    doc["real_agents"] = measure_real_agents(procs, cluster, args.tasks, args.rounds)
-            if "fuxi" in only:
+                with contextlib.ExitStack() as stack:
+                    slurm = None
+                    if "slurm" in args.peers.split(","):
+                        # its own directory, not under the benchmark's 0700 one: munged wants its socket's
+                        # directory searchable by all
+                        slurm_work = Path(tempfile.mkdtemp(prefix="bench-slurm-"))
+                        stack.callback(shutil.rmtree, slurm_work, ignore_errors=True)
+                        slurm = stack.enter_context(slurm_peer.SingleNodeSlurm(slurm_work))
+                    real = RealAgentsRounds(procs, cluster, args.tasks, slurm)
+                    if "fuxi" in only:   # the issue's ratio: the two systems' rounds take turns
+                        doc["real_agents"], doc["fuxi"] = measure_real_and_fuxi(
+                            real, FuxiRounds(procs, cluster, args.fuxi_instances, args.fuxi_slots), args.rounds)
+                    else:
+                        for r in range(args.rounds):
+                            real.round(r)
+                        doc["real_agents"] = real.result()
+            elif "fuxi" in only:
                 doc["fuxi"] = measure_fuxi(procs, cluster, args.fuxi_instances, args.fuxi_slots, args.rounds)
             if args.big_run:
                 doc["big_run"] = measure_big_run(procs, cluster, args.big_run)

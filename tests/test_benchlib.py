@@ -34,3 +34,21 @@ def test_the_sweep_finds_the_roots_two_levels_down_and_a_directory_gone_is_none(
     assert found == [tmp_path / "other" / "c3" / "mesoslike", tmp_path / "process_api" / "c1" / "mesoslike"]
     assert lib._nested(tmp_path / "gone", "mesoslike") == []
     assert lib._listdir(tmp_path / "process_api" / "c2" / "gone") == []
+
+
+def test_the_sweep_removes_the_cgroups_of_an_agent_named_apart_from_its_directory(tmp_path, monkeypatch):
+    # bench/throughput.py's agents are bench-N in directories agent-N: their cgroups, named for the
+    # hostname and a digest of the work directory, were never matched and piled up
+    from mesoslike.agent.isolation import agent_key
+    lib = benchlib()
+    work, hierarchy = tmp_path / "work", tmp_path / "cpu"
+    (work / "agent-2").mkdir(parents=True)
+    ours = f"{agent_key('bench-2', work / 'agent-2')}.pooled.10250-2596626-97b28c9aa8c3"
+    theirs = f"{agent_key('bench-2', tmp_path / 'elsewhere' / 'agent-2')}.pooled.1-2-3"
+    for name in (ours, theirs):
+        (hierarchy / "mesoslike" / name).mkdir(parents=True)
+    (hierarchy / "bench-run" / ours).mkdir(parents=True)
+    monkeypatch.setattr(lib, "cgroup_hierarchies", lambda: [hierarchy])
+    assert lib.sweep_agent_cgroups(work, ("mesoslike", "bench-run")) == 2
+    assert sorted(os.listdir(hierarchy / "mesoslike")) == [theirs]   # another run's agent's: kept
+    assert not (hierarchy / "bench-run").exists()                     # the benchmark's own root, left empty
