@@ -461,3 +461,21 @@ def test_pending_task_records_do_not_wake_the_loop_until_the_re_admissions_pause
     assert core.agent_lifecycle.settle_due() <= clock.now()
     assert core.settle(1) == 1 and core.agent_lifecycle.settle_due() == math.inf
     assert sorted(core.frameworks["f0"].tasks) == ["t00", "t01", "t10", "t11"]
+
+
+def test_an_agent_admitted_is_booked_before_a_turn_that_may_offer_it_and_offered_as_if_booked_at_once():
+    # failover30p: the allocator's books of a re-registered agent wait with its records only while no
+    # framework may be offered anything; a framework that may is offered it at the same turn as before
+    cores = {defer: _core(defer) for defer in (False, True)}
+    offered = {}
+    for defer, (core, _) in cores.items():
+        core.on_message(b"fw0", m.Subscribe(_framework_info(0)))
+        tasks = [m.RunningTask("f0", TaskInfo("t0", "a0", "true", R("cpus:1;mem:16")), TaskState.RUNNING)]
+        core.on_message(b"ag0", decode(encode(m.ReregisterAgent(AgentInfo("h0", R("cpus:16;mem:1024"), id="a0"),
+                                                                tasks, [_framework_info(0)]))))
+        assert core.agent_lifecycle.bookings_pending == (1 if defer else 0)
+        assert core.allocator.offers_wanted() and core.next_wakeup() == core.clock.now()
+        offered[defer] = [(s.peer, s.message) for s in core.tick() if isinstance(s.message, m.Offers)]
+        assert core.agent_lifecycle.bookings_pending == 0
+        assert core.agent_lifecycle.tasks_pending == (1 if defer else 0)   # the records still wait
+    assert offered[True] == offered[False] and offered[True]
