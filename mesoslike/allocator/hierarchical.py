@@ -332,14 +332,8 @@ class HierarchicalAllocator:
         :meth:`book_agent`.)"""
         self.book_agent(self.check_agent(agent_id, total, attributes, hostname, used))
 
-    def check_agent(
-        self,
-        agent_id: str,
-        total: Resources,
-        attributes: Mapping[str, str] | None = None,
-        hostname: str | None = None,
-        used: Mapping[str, Resources] | None = None,
-    ) -> CheckedAgent:
+    def check_agent(self, agent_id: str, total: Resources, attributes: Mapping[str, str] | None = None,
+                    hostname: str | None = None, used: Mapping[str, Resources] | None = None) -> CheckedAgent:
         """The checks of :meth:`add_agent`, changing nothing: raises
         ``DuplicateAgentError``, ``ResourcesError``, ``UnknownFrameworkError``
         or ``AgentCapacityError`` as it would. What it returns,
