@@ -5,7 +5,7 @@ leader's re-registering agents) — HierarchicalAllocator._agent_sums
 
 import pytest
 
-from mesoslike.errors import AgentCapacityError, UnknownFrameworkError
+from mesoslike.errors import AgentCapacityError, DuplicateAgentError, UnknownAgentError, UnknownFrameworkError
 
 from allocator_helpers import R, make
 
@@ -62,3 +62,45 @@ def test_an_empty_holding_is_not_held():
     alloc.add_agent("a0", R("cpus:2;mem:64"), used={"fw-b": R(""), "fw-a": R("cpus:1")})
     alloc.check_invariants()
     assert alloc.available("a0") == R("cpus:1;mem:64")
+
+
+def test_an_agent_checked_then_booked_gets_the_books_add_agent_makes():
+    # failover30p: a new leader checks a re-registering agent at admission and books it later
+    eager, _ = make()
+    later, _ = make()
+    total, holdings = _alike(2)
+    for alloc in (eager, later):
+        for framework_id in ("fw-a", "fw-b"):
+            alloc.add_framework(framework_id)
+    for index, used in enumerate(holdings):
+        eager.add_agent(f"a{index}", total, hostname=f"h{index}", used=used)
+    checked = [later.check_agent(f"a{index}", total, None, f"h{index}", used) for index, used in enumerate(holdings)]
+    with pytest.raises(UnknownAgentError):   # checked, not booked
+        later.available("a0")
+    for agent in checked:
+        later.book_agent(agent)
+    later.check_invariants()
+    for index in range(2):
+        assert later.available(f"a{index}") == eager.available(f"a{index}")
+    for framework_id in ("fw-a", "fw-b"):
+        assert later.allocation(framework_id) == eager.allocation(framework_id)
+    assert sorted((o.agent_id, o.framework_id, o.resources) for o in later.allocate()) == \
+        sorted((o.agent_id, o.framework_id, o.resources) for o in eager.allocate())
+
+
+def test_checking_an_agent_refuses_what_adding_it_refuses_and_changes_nothing():
+    alloc, _ = make()
+    alloc.add_framework("fw-a")
+    alloc.add_agent("a0", R("cpus:8;mem:16384"))
+    with pytest.raises(AgentCapacityError):
+        alloc.check_agent("a1", R("cpus:1;mem:16"), used={"fw-a": R("cpus:2;mem:1")})
+    with pytest.raises(UnknownFrameworkError):
+        alloc.check_agent("a1", R("cpus:8;mem:16"), used={"nobody": R("cpus:1;mem:1")})
+    with pytest.raises(DuplicateAgentError):
+        alloc.check_agent("a0", R("cpus:8;mem:16"))
+    checked = alloc.check_agent("a1", R("cpus:8;mem:16"))
+    alloc.add_agent("a1", R("cpus:8;mem:16"))   # (not the caller's gate: booked meanwhile)
+    with pytest.raises(DuplicateAgentError):
+        alloc.book_agent(checked)
+    alloc.check_invariants()
+    assert alloc.allocation("fw-a") == {}

@@ -14,7 +14,7 @@ import pytest
 from mesoslike.allocator import HierarchicalAllocator
 from mesoslike.allocator.agents import AgentBook
 from mesoslike.clock import FakeClock
-from mesoslike.errors import AgentCapacityError, MesoslikeError, ResourcesError
+from mesoslike.errors import AgentCapacityError, MesoslikeError, ResourcesError, UnknownAgentError
 from mesoslike.master import MasterConfig, MasterCore
 from mesoslike.master.records import TaskRecord, new_status
 from mesoslike.master.state import render_state, snapshot
@@ -359,11 +359,21 @@ def _do(core: MasterCore, clock: FakeClock, step: tuple, number: int) -> list:
 
 
 def _allocator_view(core: MasterCore) -> tuple:
+    """What the allocator holds, and will hold once it books the agents it checked at their admission and
+    has not booked yet (failover30p: booked with their records, or before a cycle that may offer
+    anything) — read without booking them or making the records."""
     allocator = core.allocator
+    unbooked = {checked.agent_id: checked for checked in core.agent_lifecycle._bookings}
     agents = sorted(core.agent_book.records)   # the book itself: reading it must not make the records
-    return (tuple((a, allocator.available(a)) for a in agents),
-            tuple((f"f{f}", sorted(allocator.allocation(f"f{f}").items())) for f in range(_FRAMEWORKS)
-                  if f"f{f}" in core.framework_book.records))
+    allocations = []
+    for f in range(_FRAMEWORKS):
+        if f"f{f}" in core.framework_book.records:
+            allocation = dict(allocator.allocation(f"f{f}"))
+            allocation.update((a, checked.holds[f"f{f}"]) for a, checked in unbooked.items()
+                              if f"f{f}" in checked.holds)
+            allocations.append((f"f{f}", sorted(allocation.items())))
+    return (tuple((a, unbooked[a].available if a in unbooked else allocator.available(a)) for a in agents),
+            tuple(allocations))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -388,7 +398,14 @@ def test_task_records_made_after_the_answer_make_the_state_made_at_once(steps):
         # core wakes as the eager one does, or when the re-admissions have paused
         due = lazy.agent_lifecycle.settle_due()
         assert (due == math.inf) == (lazy.agent_lifecycle.tasks_pending == 0), step
-        assert lazy.next_wakeup() == min(eager.next_wakeup(), due), step
+        # — but for the allocator's turns that offer nothing: while no framework may be offered anything the
+        # lazy core books the agents with their records (failover30p), so one core's allocator may have agents
+        # to go over now (the eager one's just admitted, the lazy one's just booked) and the other not
+        wake, nothing_offered = lazy.next_wakeup(), not lazy.allocator.offers_wanted()
+        assert wake == min(eager.next_wakeup(), due) or (
+            nothing_offered and lazy.agent_lifecycle.bookings_pending
+            and eager.allocator.next_wakeup() == eager_clock.now() <= wake) or (
+            nothing_offered and lazy.allocator.next_wakeup() == lazy_clock.now() == wake), step
     assert render_state(snapshot(lazy)) == render_state(snapshot(eager))
     assert lazy.agent_lifecycle.tasks_pending == 0
     assert lazy.counters == eager.counters
@@ -405,11 +422,16 @@ def test_a_new_agents_task_records_wait_for_a_reader_and_its_answer_does_not():
     assert [type(s.message) for s in sent] == [m.AgentRegistered]
     assert core.agent_lifecycle.tasks_pending == 1
     assert not core.framework_book.records["f0"].tasks and not core.agent_book.records["a0"].tasks
-    assert core.allocator.available("a0") == R("cpus:13;mem:976")   # what they hold: at admission
+    # checked by the allocator at admission, booked with the records: no framework may be offered anything
+    assert core.agent_lifecycle.bookings_pending == 1
+    with pytest.raises(UnknownAgentError):
+        core.allocator.available("a0")
     core.on_message(b"ag0", m.Pong("a0"))   # a PONG reads no task: they still wait
-    assert core.agent_lifecycle.tasks_pending == 1
+    core.tick()   # nor does a tick that may offer nothing
+    assert core.agent_lifecycle.tasks_pending == 1 and core.agent_lifecycle.bookings_pending == 1
     assert sorted(core.frameworks["f0"].tasks) == ["t0", "t1", "t2"]   # a reader: made first
-    assert core.agent_lifecycle.tasks_pending == 0
+    assert core.agent_lifecycle.tasks_pending == 0 and core.agent_lifecycle.bookings_pending == 0
+    assert core.allocator.available("a0") == R("cpus:13;mem:976")   # what they hold
     assert len(core.agent_book.records["a0"].tasks) == 3
 
 
@@ -439,3 +461,21 @@ def test_pending_task_records_do_not_wake_the_loop_until_the_re_admissions_pause
     assert core.agent_lifecycle.settle_due() <= clock.now()
     assert core.settle(1) == 1 and core.agent_lifecycle.settle_due() == math.inf
     assert sorted(core.frameworks["f0"].tasks) == ["t00", "t01", "t10", "t11"]
+
+
+def test_an_agent_admitted_is_booked_before_a_turn_that_may_offer_it_and_offered_as_if_booked_at_once():
+    # failover30p: the allocator's books of a re-registered agent wait with its records only while no
+    # framework may be offered anything; a framework that may is offered it at the same turn as before
+    cores = {defer: _core(defer) for defer in (False, True)}
+    offered = {}
+    for defer, (core, _) in cores.items():
+        core.on_message(b"fw0", m.Subscribe(_framework_info(0)))
+        tasks = [m.RunningTask("f0", TaskInfo("t0", "a0", "true", R("cpus:1;mem:16")), TaskState.RUNNING)]
+        core.on_message(b"ag0", decode(encode(m.ReregisterAgent(AgentInfo("h0", R("cpus:16;mem:1024"), id="a0"),
+                                                                tasks, [_framework_info(0)]))))
+        assert core.agent_lifecycle.bookings_pending == (1 if defer else 0)
+        assert core.allocator.offers_wanted() and core.next_wakeup() == core.clock.now()
+        offered[defer] = [(s.peer, s.message) for s in core.tick() if isinstance(s.message, m.Offers)]
+        assert core.agent_lifecycle.bookings_pending == 0
+        assert core.agent_lifecycle.tasks_pending == (1 if defer else 0)   # the records still wait
+    assert offered[True] == offered[False] and offered[True]

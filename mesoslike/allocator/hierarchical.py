@@ -64,11 +64,26 @@ from mesoslike.errors import (
 from mesoslike.observations import QUICK_BUCKETS, Histogram
 from mesoslike.resources import KNOWN_KINDS, Resources, format_millis, similar_kind
 
-__all__ = ["HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE"]
+__all__ = ["CheckedAgent", "HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE"]
 
 EMPTY = Resources()
 #: the most distinct (total, holdings) add_agent keeps its sums of (HierarchicalAllocator._agent_sums)
 _AGENT_SUMS_KEPT = 1024
+
+
+class CheckedAgent(NamedTuple):
+    """An agent :meth:`HierarchicalAllocator.check_agent` checked, for
+    :meth:`HierarchicalAllocator.book_agent` to add."""
+    agent_id: str
+    total: Resources
+    hostname: str
+    attributes: Mapping[str, str]
+    #: framework id -> what its tasks hold there (none empty), and those frameworks' records, in its order
+    holds: dict[str, Resources]
+    holders: list[_Framework]
+    #: the sum of ``holds`` and what is left of ``total`` (worked out once for agents alike)
+    holding: Resources
+    available: Resources
 DEFAULT_MIN_ALLOCATABLE = "cpus:0.01|mem:32"
 DEFAULT_REFUSE_SECONDS = 5.0
 
@@ -313,7 +328,20 @@ class HierarchicalAllocator:
     ) -> None:
         """Add an agent; ``used`` maps framework ids to what their running
         tasks already hold there (an agent re-registering after failover).
-        Triggers allocation of this agent."""
+        Triggers allocation of this agent. (:meth:`check_agent` then
+        :meth:`book_agent`.)"""
+        self.book_agent(self.check_agent(agent_id, total, attributes, hostname, used))
+
+    def check_agent(self, agent_id: str, total: Resources, attributes: Mapping[str, str] | None = None,
+                    hostname: str | None = None, used: Mapping[str, Resources] | None = None) -> CheckedAgent:
+        """The checks of :meth:`add_agent`, changing nothing: raises
+        ``DuplicateAgentError``, ``ResourcesError``, ``UnknownFrameworkError``
+        or ``AgentCapacityError`` as it would. What it returns,
+        :meth:`book_agent` adds — at once, or later (a new leader's
+        re-registering agents are booked after their answers:
+        ``AgentLifecycle.settle``) provided that no other call was made in
+        between that adds this agent or removes one of the frameworks
+        holding something on it (the caller's gate)."""
         if agent_id in self._agents:
             raise DuplicateAgentError(f"agent {agent_id!r} was already added")
         if not isinstance(total, Resources):
@@ -343,7 +371,21 @@ class HierarchicalAllocator:
             if len(self._agent_sums) >= _AGENT_SUMS_KEPT:
                 self._agent_sums.clear()
             self._agent_sums[alike] = known
-        agent = self._agents.add(agent_id, total, hostname or agent_id, attributes or {}, holds, known[2], known[3])
+        return CheckedAgent(agent_id, total, hostname or agent_id, attributes or {}, holds, holders, known[2],
+                            known[3])
+
+    def offers_wanted(self) -> bool:
+        """Whether some framework may be offered anything now (active and
+        not suppressed): else no cycle offers anything, whatever the agents. O(1)."""
+        return bool(self._eligible)
+
+    def book_agent(self, checked: CheckedAgent) -> None:
+        """Add the agent :meth:`check_agent` checked (see there). O(frameworks holding something there)."""
+        agent_id, total, holds, holders = checked.agent_id, checked.total, checked.holds, checked.holders
+        if agent_id in self._agents:   # (the caller's gate makes it impossible: nothing is added twice)
+            raise DuplicateAgentError(f"agent {agent_id!r} was already added")
+        agent = self._agents.add(agent_id, total, checked.hostname, checked.attributes, holds, checked.holding,
+                                 checked.available)
         stripped = total.stripped()
         if agent.reserved:   # (_reserve's own test, without its calls: most agents reserve nothing)
             self._reserve(total, 1)

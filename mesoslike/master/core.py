@@ -312,6 +312,8 @@ class MasterCore:
         self.launches.tick(now)
         if self.agent_book.drains:
             self.operations.check_drains(now)
+        if self.agent_lifecycle.bookings_pending and self.allocator.offers_wanted():
+            self.agent_lifecycle.book()   # the agents admitted are offered as if booked at once
         self.offer_desk.send(self.allocator.tick())
         self.offer_desk.send_rescinds()
         return out.flush()
@@ -321,6 +323,8 @@ class MasterCore:
             return self.clock.now()  # answers wait: the next turn sends more
         # task records pending (made after the answers): not now — once the re-admissions pause
         # (AgentLifecycle.settle_due), so the storm's turns wait for frames as they do without them
+        if self.agent_lifecycle.bookings_pending and self.allocator.offers_wanted():
+            return self.clock.now()   # the allocator would have them to allocate (booked in the tick)
         wake = min(self.allocator.next_wakeup(), self.agent_lifecycle.next_wakeup(),
                    self.agent_lifecycle.settle_due(),
                    self.framework_lifecycle.next_sweep(), self.offer_desk.next_expiry(),

@@ -211,6 +211,7 @@ class OperatorWrites:
         def apply(core: MasterCore, document: object) -> tuple[dict, list[Send]]:
             role, guarantee, limit, force = quota_request(document)
             if not force and (guarantee is not None or limit is not None):
+                core.settle()   # the agents admitted are booked: their capacity counts (AgentLifecycle.book)
                 core.allocator.check_quota(role, guarantee, limit)
             return {}, core.update_quota(role, guarantee, limit)
         return self._write(request.body, apply)

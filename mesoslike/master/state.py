@@ -150,6 +150,7 @@ def quota_by_role(core: MasterCore) -> dict[str, dict]:
     """Per role with quota: its ``guarantee`` and ``limit`` as set (text,
     explicit zeros kept; None: none) and what its subtree ``consumed``.
     O(roles with quota · depth · kinds)."""
+    core.settle()   # (the gate: the agents admitted are booked, what their tasks hold consumed)
     consumed = core.allocator.quota_status()
     return {role: {"guarantee": record.get("guarantee"), "limit": record.get("limit"),
                    "consumed": (consumed.get(role) or {}).get("consumed") or ""}
@@ -348,11 +349,11 @@ def master_metrics(core: MasterCore, transport: Mapping[str, int] | None = None)
     runtime renders them through ``prometheus_client``: mesoslike.metrics).
     ``transport``: the socket's delivery counters (the fields of
     :class:`mesoslike.transport.DeliveryStats`), from the runtime."""
-    stats = core.allocator.statistics()
     by_state = {state: 0 for state in TaskState.ALL}
-    for record in core.frameworks.values():
+    for record in core.frameworks.values():   # (the gate: the records made, the agents admitted booked)
         for task in record.tasks.values():
             by_state[task.state] = by_state.get(task.state, 0) + 1
+    stats = core.allocator.statistics()
     completed = {state: 0 for state in TERMINAL_STATES}
     completed.update(core.completed_by_state)
     drains = {"DRAINING": 0, "DRAINED": 0}
