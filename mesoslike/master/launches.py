@@ -188,7 +188,7 @@ class Launches:
         wait = backoff.delay(task.launch_sends - 1)
         heapq.heappush(self._unconfirmed, (now + wait, next(self._sequence), record.info.id, task.info.task_id,
                                            task.launch_sends))
-        self._context.out.send(agent.peer, m.RunTask(record.info, task.info))
+        self._context.out.run_task(agent.peer, record.info, task.info)
 
     def _launch_failed(self, record: FrameworkRecord, task: TaskInfo, state: str, why: str, reason: str) -> None:
         context = self._context
