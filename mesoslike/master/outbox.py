@@ -87,14 +87,8 @@ class Outbox:
         run = self._runs.get(peer)
         if run is not None and run[0] is kind and len(run[1]) < SEND_BATCH:
             run[1].append(item)
-            return
-        accepts = self._asked.get(peer)
-        if accepts is None:
-            accepts = self._asked[peer] = self.batches_to(peer)
-        if not accepts:
+        elif not self._opened_run(peer, kind, item):
             self.send(peer, _alone(kind, item))
-            return
-        self._open_run(peer, kind, item)
 
     def run_task(self, peer: bytes | None, framework: FrameworkInfo, task: TaskInfo) -> None:
         """Send ``task`` of ``framework`` to an agent's connection ``peer``
@@ -110,20 +104,24 @@ class Outbox:
             if run is not None and run[0] is framework and len(run[1]) < SEND_BATCH:
                 run[1].append(task)
                 return
-            accepts = self._asked.get(peer)
-            if accepts is None:
-                accepts = self._asked[peer] = self.batches_to(peer)
-            if accepts:
-                self._open_run(peer, framework, task)
+            if self._opened_run(peer, framework, task):
                 return
         self.send(peer, m.RunTask(framework, task))
 
-    def _open_run(self, peer: bytes, kind: type | FrameworkInfo, item: object) -> None:
-        """Begin ``peer``'s run of ``kind`` (a batch type, or RUN_TASKS of a framework) with ``item``."""
+    def _opened_run(self, peer: bytes, kind: type | FrameworkInfo, item: object) -> bool:
+        """Begin ``peer``'s run of ``kind`` (a batch type, or RUN_TASKS of a framework) with ``item``, if
+        the peer takes batches (asked once a call); False if it does not (``item`` is not sent)."""
+        assert self.batches_to is not None
+        accepts = self._asked.get(peer)
+        if accepts is None:
+            accepts = self._asked[peer] = self.batches_to(peer)
+        if not accepts:
+            return False
         items = [item]
         self._runs[peer] = (kind, items, len(self._sends))
         self._made.append((peer, kind, items, len(self._sends)))
         self._sends.append(Send(peer, None))   # its place: the batch is made at flush
+        return True
 
     def send_framework(self, record: FrameworkRecord, message: object) -> None:
         """Send to a framework's connection, noting when (heartbeats are due after a silence)."""
