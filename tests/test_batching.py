@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from mesoslike.agent.core import LaunchTask, SendToMaster
-from mesoslike.wire import SCHEMA, Codec, FrameworkInfo, TaskInfo, TaskState, TaskStatus, WireError, decode, encode
+from mesoslike.wire import SCHEMA, Codec, FrameworkInfo, TaskState, TaskStatus, WireError, decode, encode
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import BATCH_TYPES, batch_frames, batched, batched_messages, unbatched
 
@@ -304,6 +304,41 @@ def test_a_core_that_batches_its_sends_says_what_batched_makes_of_its_sends(seed
     acks = [m.Acknowledge(fid, aid, f"t{i % 6}", f"x{i}") for i in range(SEND_BATCH + 3)]
     alone = one.send(FW, m.Acknowledgements(acks))
     assert whole.send(FW, m.Acknowledgements(acks)) == batched(alone, whole.core.accepts_batches)
+
+
+@pytest.mark.parametrize("count", [1, 5, 250 + 3])
+def test_a_core_that_batches_its_sends_launches_an_accepts_tasks_as_batched_does(count):
+    """With ``MasterCore.batch_sends``, an ACCEPT's launches come out as
+    RUN_TASKS already (``Outbox.run_task``): the same sends as ``batched``
+    makes of a core's that launches them one by one (one RUN_TASK alone,
+    runs cut at SEND_BATCH); an agent that takes no batches gets a RUN_TASK
+    a task."""
+    def setup(batching):
+        h = Harness()
+        fid = subscribe_batching(h)
+        aid = register_batching(h)
+        aid2 = h.register_agent(peer=AG2, hostname="old")   # takes no batches
+        if batching:
+            h.core.batch_sends()
+        offers = {o.agent_id: o for o in h.offers(h.tick())}
+        return h, fid, aid, aid2, offers
+
+    (one, fid, aid, aid2, offers), (whole, _, _, _, whole_offers) = setup(False), setup(True)
+    for agent_id, peer in ((aid, AG), (aid2, AG2)):
+        tasks = [task(f"{agent_id}-t{i}", agent_id, "cpus:0.001;mem:1") for i in range(count)]
+        alone = launch(one, fid, offers[agent_id], *tasks)
+        out = launch(whole, fid, whole_offers[agent_id], *tasks)
+        assert out == batched(alone, whole.core.accepts_batches)
+        launched = [t.task_id for message in unbatched_to(out, peer) for t in message]
+        assert launched == [t.task_id for t in tasks]
+        if peer == AG2:
+            assert all(type(message) is m.RunTask for p, message in out if p == AG2)
+
+
+def unbatched_to(out, peer):
+    """The tasks of each RUN_TASK or RUN_TASKS sent to ``peer``, in order."""
+    return [message.tasks if type(message) is m.RunTasks else [message.task]
+            for p, message in out if p == peer and type(message) in (m.RunTask, m.RunTasks)]
 
 
 def test_the_master_refuses_batches_only_it_sends():

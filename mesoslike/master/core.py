@@ -201,6 +201,13 @@ class MasterCore:
                                 self.context.refuse(peer, exc)
                     finally:
                         self.delivery.batch_ended()
+        elif type(message) is m.Accept and self._batches_to is not None:
+            # its launches out as RUN_TASKS already (Outbox.run_task), as a batch's updates are
+            out.batches_to = self._batches_to
+            try:
+                self._handle(peer, message, principal)
+            finally:
+                out.batches_to = None
         else:
             self._handle(peer, message, principal)
             if isinstance(message, (m.Subscribe, m.RegisterAgent, m.ReregisterAgent)):
@@ -231,8 +238,8 @@ class MasterCore:
     def batch_sends(self) -> None:
         """The runtime batches what the core says (``wire.batching.batched``):
         the updates and acknowledgements that a STATUS_UPDATES or
-        ACKNOWLEDGEMENTS batch makes the core send come out batched already,
-        as ``batched`` would make them (:class:`~mesoslike.master.outbox.Outbox`:
+        ACKNOWLEDGEMENTS batch makes the core send, and an ACCEPT's
+        launches, come out batched already, as ``batched`` would make them (:class:`~mesoslike.master.outbox.Outbox`:
         one Send a batch, not one an item). What the messages say and their
         order on each connection do not change."""
         self._batches_to = self.accepts_batches

@@ -11,6 +11,7 @@ import heapq
 import itertools
 import logging
 import math
+from typing import Sequence
 
 
 from mesoslike.allocator import Offer as AllocatorOffer
@@ -84,8 +85,8 @@ class Launches:
         for executor_id, executor in plan.starting.items():
             agent.executors[(record.id, executor_id)] = executor   # used until EXECUTOR_EXITED
         self._consume_offers(offers, plan.used, plan.refuse_seconds)
-        for task in plan.launched:
-            self._run_task(record, agent, task)
+        if plan.launched:
+            self._run_tasks(record, agent, plan.launched)
 
     def kill(self, peer: bytes, msg: m.Kill, principal: str | None) -> None:
         """A framework's KILL: its agent is told; a task that is not live is answered at once."""
@@ -161,34 +162,46 @@ class Launches:
             remaining = remaining.subtract_clamped(part)
             self._context.allocator.accept_offer(offer.id, part, refuse)
 
-    def _run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskInfo) -> None:
+    def _run_tasks(self, record: FrameworkRecord, agent: AgentRecord, tasks: Sequence[TaskInfo]) -> None:
+        """Launch an ACCEPT's ``tasks`` on ``agent``: each recorded (TASK_STAGING, launched now), sent
+        (its first RUN_TASK), and looked at again after the launch timeout, as :meth:`_send_run_task`
+        has it. The clocks and the first wait are read once an ACCEPT, not once a launch: the launches
+        of one call are launched at one time."""
         context = self._context
-        # its TASK_STAGING as the fields of one (records.ReportedStatus), built only if read: the agent's
-        # TASK_STARTING nearly always replaces it unread (a status less to build a launch)
         # (the ids read once from the infos: the records' id properties were five calls a launch)
-        framework_id, agent_id = record.info.id, agent.info.id
-        status: ReportedStatus = (task.task_id, STAGING, agent_id, framework_id, context.wall_clock(), task.labels,
-                                  None)
-        now = context.clock.now()
-        launched = record.tasks[task.task_id] = TaskRecord(task, framework_id, agent_id, status, Phase.PENDING,
-                                                           launched_at=now)
-        agent.tasks.add((framework_id, task.task_id))
-        context.counters["tasks_launched"] += 1
-        self._send_run_task(record, agent, launched, now)
+        framework, framework_id, agent_id, peer = record.info, record.info.id, agent.info.id, agent.peer
+        now, wall = context.clock.now(), context.wall_clock()
+        due = now + self._backoff().delay(0)
+        live, on_agent, unconfirmed, sequence = record.tasks, agent.tasks, self._unconfirmed, self._sequence
+        run_task = context.out.run_task
+        for task in tasks:
+            task_id = task.task_id
+            # its TASK_STAGING as the fields of one (records.ReportedStatus), built only if read: the agent's
+            # TASK_STARTING nearly always replaces it unread (a status less to build a launch)
+            status: ReportedStatus = (task_id, STAGING, agent_id, framework_id, wall, task.labels, None)
+            live[task_id] = TaskRecord(task, framework_id, agent_id, status, Phase.PENDING, launched_at=now,
+                                       launch_sends=1)
+            on_agent.add((framework_id, task_id))
+            heapq.heappush(unconfirmed, (due, next(sequence), framework_id, task_id, 1))
+            run_task(peer, framework, task)
+        context.counters["tasks_launched"] += len(tasks)
+
+    def _backoff(self) -> Backoff:
+        """Mesos's launch retry: the confirmation timeout doubling per send, no jitter (the master's own
+        deadline, not many peers retrying at once)."""
+        backoff = self._launch_backoff
+        if backoff.initial != self._context.config.task_launch_timeout:   # (a configuration changed since)
+            backoff = self._launch_backoff = Backoff(self._context.config.task_launch_timeout, math.inf, 0.0)
+        return backoff
 
     def _send_run_task(self, record: FrameworkRecord, agent: AgentRecord, task: TaskRecord, now: float) -> None:
         """Send (again) a task to its agent, and look again after the launch
         timeout, doubled for each send before. O(log unconfirmed tasks)."""
         task.launch_sends += 1
-        # Mesos's launch retry: the confirmation timeout doubling per send, no jitter (the
-        # master's own deadline, not many peers retrying at once)
-        backoff = self._launch_backoff
-        if backoff.initial != self._context.config.task_launch_timeout:   # (a configuration changed since)
-            backoff = self._launch_backoff = Backoff(self._context.config.task_launch_timeout, math.inf, 0.0)
-        wait = backoff.delay(task.launch_sends - 1)
+        wait = self._backoff().delay(task.launch_sends - 1)
         heapq.heappush(self._unconfirmed, (now + wait, next(self._sequence), record.info.id, task.info.task_id,
                                            task.launch_sends))
-        self._context.out.send(agent.peer, m.RunTask(record.info, task.info))
+        self._context.out.run_task(agent.peer, record.info, task.info)
 
     def _launch_failed(self, record: FrameworkRecord, task: TaskInfo, state: str, why: str, reason: str) -> None:
         context = self._context

@@ -15,7 +15,7 @@ import msgspec
 
 from mesoslike.clock import Clock
 from mesoslike.master.records import FrameworkRecord, clip
-from mesoslike.wire import TaskStatus
+from mesoslike.wire import FrameworkInfo, TaskInfo, TaskStatus
 from mesoslike.wire import messages as m
 from mesoslike.wire.batching import SEND_BATCH
 
@@ -46,11 +46,11 @@ class Outbox:
 
     With :attr:`batches_to` set (the runtime's: :meth:`MasterCore.batch_sends
     <mesoslike.master.core.MasterCore.batch_sends>`), the updates
-    and acknowledgements (:meth:`batch`) a call sends
+    and acknowledgements (:meth:`batch`) and the launches (:meth:`run_task`) a call sends
     to a peer that takes batches go as :func:`~mesoslike.wire.batching.batched`
-    would put them: a peer's consecutive ones of a kind in one UPDATES or
-    STATUS_UPDATE_ACKS of at most SEND_BATCH (one alone as itself), where the
-    first of them was; any other message to the peer ends its run. One
+    would put them: a peer's consecutive ones of a kind in one UPDATES,
+    STATUS_UPDATE_ACKS or RUN_TASKS (of one framework) of at most SEND_BATCH (one alone as itself), where
+    the first of them was; any other message to the peer ends its run. One
     :class:`Send` a batch, not one an item (and no UPDATE made to be
     unwrapped): two to three objects less an item, seven to ten items a task."""
 
@@ -59,10 +59,11 @@ class Outbox:
         self._sends: list[Send] = []
         #: whether a peer takes batch messages (None: each update and acknowledgement a Send of its own)
         self.batches_to: Callable[[bytes], bool] | None = None
-        #: the call's runs of updates and acknowledgements: each peer's open one, (batch type, items,
-        #: place in _sends), and every one made (with its peer), made messages at flush
-        self._runs: dict[bytes, tuple[type, list, int]] = {}
-        self._made: list[tuple[bytes, type, list, int]] = []
+        #: the call's runs of updates, acknowledgements and launches: each peer's open one, (batch type or
+        #: the launches' framework, items, place in _sends), and every one made (with its peer), made
+        #: messages at flush
+        self._runs: dict[bytes, tuple[type | FrameworkInfo, list, int]] = {}
+        self._made: list[tuple[bytes, type | FrameworkInfo, list, int]] = []
         self._asked: dict[bytes, bool] = {}
 
     def send(self, peer: bytes | None, message: object) -> None:
@@ -86,17 +87,41 @@ class Outbox:
         run = self._runs.get(peer)
         if run is not None and run[0] is kind and len(run[1]) < SEND_BATCH:
             run[1].append(item)
+        elif not self._opened_run(peer, kind, item):
+            self.send(peer, _alone(kind, item))
+
+    def run_task(self, peer: bytes | None, framework: FrameworkInfo, task: TaskInfo) -> None:
+        """Send ``task`` of ``framework`` to an agent's connection ``peer``
+        (None: nothing sent): a RUN_TASK, in the peer's run of RUN_TASKS of
+        that framework while the runtime batches (:attr:`batches_to`), as
+        ``batched`` puts them — an ACCEPT's launches, one to an agent, a
+        Send and a RUN_TASK less a launch."""
+        if peer is None:
             return
+        if self.batches_to is not None:
+            # (the run's kind is the framework's info itself: the record's one object for all its launches)
+            run = self._runs.get(peer)
+            if run is not None and run[0] is framework and len(run[1]) < SEND_BATCH:
+                run[1].append(task)
+                return
+            if self._opened_run(peer, framework, task):
+                return
+        self.send(peer, m.RunTask(framework, task))
+
+    def _opened_run(self, peer: bytes, kind: type | FrameworkInfo, item: object) -> bool:
+        """Begin ``peer``'s run of ``kind`` (a batch type, or RUN_TASKS of a framework) with ``item``, if
+        the peer takes batches (asked once a call); False if it does not (``item`` is not sent)."""
+        assert self.batches_to is not None
         accepts = self._asked.get(peer)
         if accepts is None:
             accepts = self._asked[peer] = self.batches_to(peer)
         if not accepts:
-            self.send(peer, _alone(kind, item))
-            return
+            return False
         items = [item]
         self._runs[peer] = (kind, items, len(self._sends))
         self._made.append((peer, kind, items, len(self._sends)))
         self._sends.append(Send(peer, None))   # its place: the batch is made at flush
+        return True
 
     def send_framework(self, record: FrameworkRecord, message: object) -> None:
         """Send to a framework's connection, noting when (heartbeats are due after a silence)."""
@@ -121,7 +146,12 @@ class Outbox:
         out, self._sends = self._sends, []
         if self._made or self._asked:
             for peer, kind, items, index in self._made:
-                out[index] = Send(peer, kind(items) if len(items) > 1 else _alone(kind, items[0]))
+                message: object
+                if isinstance(kind, FrameworkInfo):   # a framework's RUN_TASKS
+                    message = m.RunTasks(kind, items) if len(items) > 1 else m.RunTask(kind, items[0])
+                else:
+                    message = kind(items) if len(items) > 1 else _alone(kind, items[0])
+                out[index] = Send(peer, message)
             self._runs, self._made, self._asked = {}, [], {}
         return out
 
