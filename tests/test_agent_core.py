@@ -377,6 +377,30 @@ def test_update_uuids_are_the_random_version_4_uuids_of_the_generators_draws():
             assert uuid.UUID(made).version == 4 and uuid.UUID(made).variant == uuid.RFC_4122
 
 
+def test_update_uuids_are_distinct_version_4_uuids_across_updates_runs_and_a_wrap():
+    import uuid
+
+    from mesoslike.agent.core import UpdateUuids
+
+    first, again = UpdateUuids(random.Random()), UpdateUuids(random.Random())   # an agent, and its next run
+    made = [first() for _ in range(1000)] + [again() for _ in range(1000)]
+    assert len(set(made)) == len(made)
+    for each in made:
+        parsed = uuid.UUID(each)
+        assert str(parsed) == each and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    # the counted last group about to wrap: a new random uuid, not the group's 0 after the same prefix
+    first._next = (1 << 48) - 1
+    last, after = first(), first()
+    assert last.endswith("-ffffffffffff") and after[:24] != last[:24] and uuid.UUID(after).version == 4
+
+
+def test_each_update_of_the_agent_has_a_uuid_of_its_own():
+    core, _ = make()
+    register(core)
+    made = [status.uuid for name in ("t1", "t2", "t3") for status in updates(core.on_message(m.RunTask(FW, task(name))))]
+    assert len(made) == 3 and len(set(made)) == 3
+
+
 def test_the_head_update_is_resent_with_backoff_until_acknowledged():
     core, clock = make()
     register(core, ping_interval=200.0)

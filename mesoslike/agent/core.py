@@ -199,10 +199,41 @@ _UUID4_SET = (0x8000 << 48) | (4 << 76)
 
 def random_uuid4(rng: random.Random) -> str:
     """``str(uuid.UUID(int=rng.getrandbits(128), version=4))`` — the same
-    string from the same draw — without the UUID object (a third of the
-    cost of each status update the agent makes)."""
+    string from the same draw — without the UUID object."""
     h = "%032x" % ((rng.getrandbits(128) & _UUID4_CLEAR) | _UUID4_SET)
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+#: the counted part of an update uuid (:class:`UpdateUuids`): its last group, 48 bits
+_UUID_COUNTER_LIMIT = 1 << 48
+
+
+class UpdateUuids:
+    """The agent's status update uuids: a random version 4 uuid's text
+    drawn once, its last group (48 bits) then counted up, a new one drawn
+    when it would wrap. Each uuid names one update (the acknowledgement
+    names it back) and must differ from every other update's of the
+    agent, of its earlier runs (their unacknowledged updates are recovered)
+    and of other agents — which a random prefix of 74 bits plus a counter
+    gives as a random draw each does, for one ``%x`` and a concatenation
+    an update instead of a draw of 128 bits and five slices (~3 µs, a
+    tenth of the simulated agents' profile: stop 19, ctl29p). The text is
+    a version 4 uuid's (RFC 4122 variant), as Mesos's random ones are."""
+
+    __slots__ = ("_rng", "_prefix", "_next")
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+        self._prefix = ""
+        self._next = _UUID_COUNTER_LIMIT   # drawn at the first use (a core that never updates draws nothing)
+
+    def __call__(self) -> str:
+        number = self._next
+        if number >= _UUID_COUNTER_LIMIT:
+            first = random_uuid4(self._rng)
+            self._prefix, number = first[:24], int(first[24:], 16)
+        self._next = number + 1
+        return "%s%012x" % (self._prefix, number)
 
 
 class AgentCore:
@@ -289,6 +320,7 @@ class AgentCore:
         self._base_total = info.resources
         self._reservations = EMPTY
         self._rng = rng if rng is not None else random.Random()
+        self._new_uuid = UpdateUuids(self._rng)
         self._wall_clock = wall_clock or clock.now
         self.max_ping_timeouts = max_ping_timeouts
         self._register_backoff = Backoff(register_backoff, register_backoff_max, register_jitter)
@@ -1434,9 +1466,6 @@ class AgentCore:
             exit_code=exit_code, framework_id=framework_id, healthy=healthy, labels=labels or [], data=data,
             container_status=container)
 
-    def _new_uuid(self) -> str:
-        return random_uuid4(self._rng)
-
     def _update(self, task: _Task, state: str, message: str, reason: str = "",
                 exit_code: int | None = None, source: str = SOURCE_AGENT, data: bytes = b"") -> list[Command]:
         """Queue a reliable update; send it now if it is the head."""
@@ -1447,7 +1476,7 @@ class AgentCore:
         # (issue 18 §5b): the task's own list, not a new empty one an update (a frozen status never changes it)
         status = TaskStatus(
             task_id=task_id, state=state, agent_id=self._agent_id, message=message, source=source,
-            reason=reason, uuid=random_uuid4(self._rng), timestamp=self._wall_clock(),
+            reason=reason, uuid=self._new_uuid(), timestamp=self._wall_clock(),
             exit_code=exit_code, framework_id=framework_id, healthy=task.healthy, labels=task.info.labels,
             data=data, container_status=None if task.container_status is None and task.info.executor is None
             and not self.ip_address else self._addressed_container(task))   # (no container, no address: none)
