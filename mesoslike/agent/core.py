@@ -233,7 +233,7 @@ class UpdateUuids:
             first = random_uuid4(self._rng)
             self._prefix, number = first[:24], int(first[24:], 16)
         self._next = number + 1
-        return "%s%012x" % (self._prefix, number)
+        return self._prefix + "%012x" % number   # (the format a constant: no tuple made)
 
 
 class AgentCore:

@@ -53,6 +53,7 @@ import array
 import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -534,6 +535,10 @@ class TaskExecutor:
         # the spares whose files are known (:attr:`_Run.plain`): blanked without a listing of the directory
         self._plain_spares: set[str] = set()
         self._spare_root = os.fspath(self.spare_root)
+        # a spare's name: this process's random prefix (no spare of another agent process has it) and a count,
+        # not a random draw a recycled run (a getrandom system call each)
+        spare_prefix = f"{self._spare_root}/{os.urandom(8).hex()}-"
+        self._spare_names = (f"{spare_prefix}{number:x}" for number in itertools.count())
         self._ended_run_dirs: dict[Path, bool] = {}   # run directory -> whether its run was plain
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
@@ -1487,7 +1492,7 @@ class TaskExecutor:
         if len(spares) >= MAX_SPARE_RUN_DIRS:
             self.run_dir_remover.discard(run_dir)
             return
-        spare = f"{self._spare_root}/{os.urandom(8).hex()}"
+        spare = next(self._spare_names)
         try:
             os.rename(run_dir, spare)
         except FileNotFoundError:
