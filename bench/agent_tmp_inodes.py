@@ -1,33 +1,39 @@
 #!/usr/bin/env python3
-"""Why a task's private ``/tmp`` directory costs its init ~50 µs (stop 19,
-agent29p: the dearest step of the init, 39-84 µs): the price of a new
-inode on the work directory's file system, as the agent's sandboxes take
-them, against the inodes removed near them just before.
+"""What a task's private ``/tmp`` directory costs (stop 19, agent29p: the
+dearest step of the init, 39-84 µs in ``bench/nsinit_steps.py``): the
+price of a new inode on the work directory's file system, as the agent's
+sandboxes take them, against the inodes removed near them just before.
 
-Each round, in a framework directory of its own under ``--root`` (the
-work directory's file system; ``/var/tmp``, not ``/tmp``, which a task
-may have private), three phases, each ``--sandboxes`` launches' worth,
-the thread's CPU clock around each system call:
+Each round, two framework directories (``plain`` and ``spread``, in
+turn which first), each a child of a work directory under ``--root`` that
+is marked as the agent marks its sandbox root (``chattr +T``: each
+framework directory in a block group of its own; ``--unmarked-root``: not,
+all in the group of ``--root``'s own directory, as the directories of
+``bench/nsinit_steps.py`` were), and in each, the thread's CPU clock
+around each system call, ``--sandboxes`` launches' worth of:
 
 ``fresh``
     a sandbox ``mkdir`` (the agent's), its ``tmp`` ``mkdir`` (the init's),
-    a file made in the sandbox (``stdout``'s ``open(O_CREAT)``), into a
-    framework directory where nothing was removed;
+    a file made in the sandbox (``stdout``'s ``open(O_CREAT)``);
 ``after_removals``
-    the same in a second framework directory of the same parent, right
-    after the first's sandboxes were removed (what the agent's garbage
-    collection does to the sandboxes of ended tasks);
+    the same again in the same framework directory, right after the
+    first sandboxes were removed (the agent's garbage collection of ended
+    tasks' sandboxes);
 ``renamed_in``
-    the ``tmp`` ``rename``\\ d into each sandbox from directories made
-    ahead (what reusing emptied ``/tmp`` directories, as the agent reuses
-    run directories, would cost a launch instead of the ``mkdir``).
+    a ``tmp`` renamed into each sandbox from directories made ahead
+    (what reusing emptied ``/tmp`` directories, as the agent reuses run
+    directories, would cost a launch instead of the ``mkdir``).
+
+``spread``: the framework directory itself marked, so that each sandbox
+is placed as a top directory (its own block group, Orlov's search).
 
 The ext4 of this project's machines has no journal: each inode it hands
 out is found past the inodes of its block group removed in the last
 seconds (``recently_deleted`` in ``fs/ext4/ialloc.c``), so the price of a
 new inode moves with what was removed near it, whoever removed it.
 
-    python bench/agent_tmp_inodes.py --sandboxes 2000 --rounds 5 --out bench/results/agent-tmp-inodes-agent29q.json
+    python bench/agent_tmp_inodes.py --sandboxes 1500 --rounds 6 --out bench/results/agent-tmp-inodes-agent29q.json
+    python bench/agent_tmp_inodes.py --sandboxes 1500 --rounds 6 --unmarked-root --out bench/results/agent-tmp-inodes-agent29q-unmarked.json
 """
 
 from __future__ import annotations

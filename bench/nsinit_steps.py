@@ -15,6 +15,11 @@ the v1 hierarchies ``--hierarchies`` names, and the same without ``pids``
 since). Needs root (namespaces, mounts, cgroups v1).
 
     python bench/nsinit_steps.py --launches 500 --rounds 6 --out bench/results/nsinit-steps-agent29p.json
+
+Since agent29q the rounds' directories (where the ``/tmp`` directories are
+made) are each in a block group of their own, as the agent's framework
+directories are; the ``mkdir``'s price still moves with that group's
+recent removals (``bench/agent_tmp_inodes.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import benchlib  # noqa: E402
 from ns_variants import build, interleaved  # noqa: E402
+
+sys.path.insert(0, str(HERE.parent))
+from mesoslike.agent.executor import spread_children  # noqa: E402
 
 CGROUPS_V1 = Path("/sys/fs/cgroup")
 
@@ -62,6 +70,10 @@ def main() -> int:
     variants = {"joined: " + ",".join(mounted): mounted,
                 "joined: " + ",".join(h for h in mounted if h != "pids"): [h for h in mounted if h != "pids"]}
     work = Path(tempfile.mkdtemp(prefix="bench-nsinit-steps-", dir=args.root))
+    # each round's directory (the private /tmp directories' parent) in a block group of its own, as the agent's
+    # framework directories are (its sandbox root is so marked): not in the group of --root's other users, whose
+    # removals every inode made there pays for (bench/agent_tmp_inodes.py; stop 19, agent29q)
+    spread_children(work)
     cgroups = {name: CGROUPS_V1 / name / "mesoslike" / f"nsinit-steps-{os.getpid()}" for name in mounted}
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     loads = []
