@@ -55,7 +55,7 @@ def test_a_registration_retried_byte_for_byte_is_answered_without_handling_it_ag
             assert [(t.id, t.status.state) for t in framework.completed] == [("t1", TaskState.LOST)]
 
 
-def test_a_registration_retried_after_others_is_recognised_by_its_length_and_hash(master):
+def test_a_registration_retried_after_many_others_is_still_recognised_by_its_length_and_hash(master):
     """After a failover 100,000 agents re-register at once and their retries
     come behind tens of thousands of other registrations: a registration is
     remembered by its length and hash, and its retry is answered without
