@@ -1095,7 +1095,7 @@ class MasterRuntime:
         leading = self._leadership.leading
         sends = core.on_retried_registration(peer, leading.persisted if leading is not None else None)
         if sends is None:   # not registered there any more: handle it in full
-            del self._registration_digests[peer]
+            self._registration_digests.pop(peer, None)
         return sends
 
     def _remember_registration(self, peer: bytes, frame: bytes, message: object) -> None:
