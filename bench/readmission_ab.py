@@ -20,7 +20,9 @@ Reported: CPU an agent (``time.process_time``) handling its REREGISTER_AGENT
 frames decoded just before each batch), by round and the best of the rounds;
 and apart, what is left to do after the answers (``MasterCore.settle``: the
 task records made after the answer, failover30i; nothing for a tree without
-it), and the sum of the two.
+it), and the sum of the two. With ``--remember``, apart too, the runtime's
+memory of each frame (``MasterRuntime._remember_registration``, swappable
+like the rest; each frame a new object, as received).
 
     python bench/readmission_ab.py --base-src /tmp/base --agents 20000 --rounds 4 \\
         --swap mesoslike.master.agents:AgentLifecycle._admit_reregistered
@@ -37,6 +39,8 @@ import os
 import sys
 import textwrap
 import time
+from collections import OrderedDict
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,8 +60,20 @@ def compiled_from(base_src: Path, spec: str) -> tuple[type, str, Callable[..., A
     segment = ast.get_source_segment(source, fn)
     assert segment is not None
     namespace: dict[str, Any] = {}
+    # this tree's globals, and the base's constants this tree no longer has (failover30q: the base's
+    # _remember_registration reads its _REGISTRATIONS_KEPT)
+    base_globals = dict(vars(module))
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id not in base_globals:
+                    try:
+                        base_globals[target.id] = ast.literal_eval(node.value)
+                    except ValueError:
+                        pass
     exec(compile("from __future__ import annotations\n" + textwrap.dedent(segment), f"{base_src}:{spec}", "exec"),
-         vars(module), namespace)
+         base_globals, namespace)
     return getattr(module, class_name), function_name, namespace[function_name]
 
 
@@ -65,6 +81,7 @@ def measure(args: argparse.Namespace) -> dict:
     from mesoslike.clock import FakeClock
     from mesoslike.master import MasterConfig, MasterCore
     from mesoslike.master.registry import Registry
+    from mesoslike.master.runtime import MasterRuntime
     from mesoslike.wire import MasterInfo, decode
 
     from simagents import registrations
@@ -83,23 +100,36 @@ def measure(args: argparse.Namespace) -> dict:
     del first
     rounds: dict[str, list[float]] = {"this": [], "base": []}
     later: dict[str, list[float]] = {"this": [], "base": []}
+    remembered: dict[str, list[float]] = {"this": [], "base": []}
     for number in range(args.rounds):
         cores = {name: (MasterCore(FakeClock(), MasterInfo("m2", "tcp://127.0.0.1:2"), MasterConfig(),
                                    registry=Registry.from_document(document)), [0.0])
                  for name in ("this", "base")}
+        # the runtime's memory of registration frames (_remember_registration's attributes), apart
+        memories = {name: SimpleNamespace(_registrations=OrderedDict(), _registration_digests=OrderedDict())
+                    for name in cores}
+        remembering = {name: [0.0] for name in cores}
         order = ("base", "this") if number % 2 == 0 else ("this", "base")
         for start in range(0, args.agents, args.batch):
             for name in order:
                 core, spent = cores[name]
                 for cls, function_name, function in (swaps if name == "base" else mine):
                     setattr(cls, function_name, function)
-                messages = [decode(frame) for frame in frames[start:start + args.batch]]
+                # each a new object, as received: a bytes object keeps its hash once computed
+                received = [bytes(bytearray(frame)) for frame in frames[start:start + args.batch]]
+                messages = [decode(frame) for frame in received]
                 gc.disable()   # as the runtime's turn
                 began = time.process_time()
                 for peer, message in zip(peers[start:start + args.batch], messages):
                     core.on_message(peer, message)
                 core.tick()
                 spent[0] += time.process_time() - began
+                if args.remember:
+                    began = time.process_time()
+                    memory = memories[name]
+                    for peer, frame, message in zip(peers[start:start + args.batch], received, messages):
+                        MasterRuntime._remember_registration(memory, peer, frame, message)  # type: ignore[arg-type]
+                    remembering[name][0] += time.process_time() - began
                 gc.enable()
         for name, (core, spent) in cores.items():
             # what is left to do after the answers (the task records made after them: failover30i),
@@ -115,11 +145,16 @@ def measure(args: argparse.Namespace) -> dict:
             assert sum(len(agent.tasks) for agent in core.agents.values()) == args.agents * args.tasks_per_agent
             rounds[name].append(round(spent[0] / args.agents * 1e6, 2))
             later[name].append(round(after / args.agents * 1e6, 2))
-        del cores
+            remembered[name].append(round(remembering[name][0] / args.agents * 1e6, 3))
+        del cores, memories
         gc.collect()
     for cls, function_name, function in mine:
         setattr(cls, function_name, function)
-    return {"handle_us_per_agent": rounds,
+    if args.remember:
+        result: dict[str, Any] = {"remember_us_per_agent": remembered}
+    else:
+        result = {}
+    return {**result, "handle_us_per_agent": rounds,
             "best_us_per_agent": {name: min(values) for name, values in rounds.items()},
             "after_answers_us_per_agent": later,
             "total_us_per_agent": {name: [round(a + b, 2) for a, b in zip(rounds[name], later[name])]
@@ -141,6 +176,10 @@ def main() -> None:
                              "since failover30j)")
     parser.add_argument("--eager-task-records", action="store_true",
                         help="this tree's AgentLifecycle.defer_task_records off: the records made at once")
+    parser.add_argument("--remember", action="store_true",
+                        help="also the runtime's memory of each registration frame "
+                             "(MasterRuntime._remember_registration, its frame a new object as received), "
+                             "reported apart: remember_us_per_agent")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result = {"benchmark": "re-admission CPU an agent, two versions of some functions alternating in one process",

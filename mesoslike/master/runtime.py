@@ -122,9 +122,8 @@ _MIRROR_RETRY = 2.0
 STORE_BACKOFF = Backoff(0.1, 5.0, jitter=0.0)
 #: while registry writes keep failing, say so again this often (s)
 _STORE_REMINDER = 60.0
-#: registrations remembered for recognising retries (see _retried_registration); the oldest go first
-_REGISTRATIONS_KEPT = 10_000
-#: and the length and hash of this many older ones (~150 bytes each)
+#: registrations remembered, by their length and hash, for recognising retries (see _retried_registration;
+#: ~150 bytes each); the oldest go first
 _REGISTRATION_DIGESTS_KEPT = 200_000
 #: peers waiting for a GET_STATE answer at most; more get an ERROR
 _STATE_ASKERS = 1000
@@ -274,12 +273,12 @@ class MasterRuntime:
         self._zk = zk
         self._zk_session_timeout = settings.zk_session_timeout
         self._turn_end = self.clock.now()
-        #: peer -> the last REGISTER/REREGISTER_AGENT frame from it (see _retried_registration),
-        #: the _REGISTRATIONS_KEPT most recent
-        self._registrations: OrderedDict[bytes, bytes] = OrderedDict()
-        #: and older ones, evicted from it: peer -> (length, hash) of its last registration frame, the
-        #: _REGISTRATION_DIGESTS_KEPT most recent (a new leader's 100,000 agents' retries come after
-        #: tens of thousands of other registrations: kept whole, they would take ~400 MB)
+        #: peer -> (length, hash) of the last REGISTER/REREGISTER_AGENT frame from it (see
+        #: _retried_registration), the _REGISTRATION_DIGESTS_KEPT most recent (a new leader's 100,000
+        #: agents' retries come after tens of thousands of other registrations: kept whole, the frames
+        #: would take ~400 MB). Hashed as it is remembered, just decoded and still in the cache: the
+        #: 10,000 latest frames were once kept whole and hashed as they made way, ~1 us an agent more
+        #: in the storm (failover30q), each frame read back from memory long after its decoding
         self._registration_digests: OrderedDict[bytes, tuple[int, int]] = OrderedDict()
         #: answers held until the registry holds the changes they acknowledge (see _commit):
         #: (the core's registry changes at the end of their turn, the answers), oldest first
@@ -708,7 +707,6 @@ class MasterRuntime:
     def _drop_held(self) -> None:
         self._inbox.clear()
         self._outbox.clear()
-        self._registrations.clear()
         self._registration_digests.clear()
         self._held.clear()
         self._store_health = StoreHealth()
@@ -1087,38 +1085,28 @@ class MasterRuntime:
     def _retried_registration(self, core: MasterCore, peer: bytes, frame: bytes) -> list[Send] | None:
         """The core's answer if ``frame`` repeats, byte for byte, the last
         registration from ``peer`` (an agent retrying while we were busy);
-        None to decode and handle it. Comparing bytes is far cheaper than
-        decoding a re-registration with its tasks."""
-        last = self._registrations.get(peer)
-        if last is None:
-            digest = self._registration_digests.get(peer)
-            # an older one: the same length and hash (keyed SipHash, 64 bits: another frame passes for it
-            # with a chance of 2**-64), hashed only when the length matches
-            if digest is None or digest[0] != len(frame) or digest[1] != hash(frame):
-                return None
-        elif len(last) != len(frame) or last != frame:
+        None to decode and handle it. Hashing its bytes (~1 us for 2.4 KB) is
+        far cheaper than decoding a re-registration with its tasks."""
+        digest = self._registration_digests.get(peer)
+        # the same length and hash (keyed SipHash, 64 bits: another frame passes for it with a chance of
+        # 2**-64), hashed only when the length matches
+        if digest is None or digest[0] != len(frame) or digest[1] != hash(frame):
             return None
         leading = self._leadership.leading
         sends = core.on_retried_registration(peer, leading.persisted if leading is not None else None)
         if sends is None:   # not registered there any more: handle it in full
-            self._registrations.pop(peer, None)
             self._registration_digests.pop(peer, None)
         return sends
 
     def _remember_registration(self, peer: bytes, frame: bytes, message: object) -> None:
         if isinstance(message, (m.RegisterAgent, m.ReregisterAgent)):
-            self._registrations[peer] = frame
-            self._registrations.move_to_end(peer)
-            self._registration_digests.pop(peer, None)
-            if len(self._registrations) > _REGISTRATIONS_KEPT:
-                older, older_frame = self._registrations.popitem(last=False)
-                self._registration_digests[older] = (len(older_frame), hash(older_frame))
-                if len(self._registration_digests) > _REGISTRATION_DIGESTS_KEPT:
-                    # only an optimisation: a retry is then handled in full
-                    self._registration_digests.popitem(last=False)
+            digests = self._registration_digests
+            digests.pop(peer, None)   # then set again: the latest last, the oldest dropped first
+            digests[peer] = (len(frame), hash(frame))
+            if len(digests) > _REGISTRATION_DIGESTS_KEPT:
+                digests.popitem(last=False)   # only an optimisation: its retry is then handled in full
         elif isinstance(message, m.Pong):
             # registered and answering: it will not retry; keep the memory small
-            self._registrations.pop(peer, None)
             self._registration_digests.pop(peer, None)
 
     def _answer_as_follower(self) -> None:
