@@ -338,3 +338,18 @@ def test_executor_reports_signals_and_kill_all_reaps_everything(tmp_path, make_e
     (sleeper,) = [e for e in executor.kill_all(give_up_after=30.0) if isinstance(e, TaskExit)]
     assert sleeper.task_id == "sleeper" and sleeper.signal == signal.SIGTERM
     assert executor.running() == []
+
+
+def test_the_shared_supervisor_runs_before_the_first_task_and_runs_it(make_agent, master):
+    """An agent with a shared supervisor starts it at its own start (not at
+    its first launch, which it would delay), and its first task runs under
+    that one."""
+    agent = make_agent(shared_supervisor=True)
+    master.register()
+    link = agent.executor.link
+    assert link.started == 1 and link.identity is not None
+    supervisor = link.pid
+    assert os.path.exists(f"/proc/{supervisor}")
+    master.send(m.RunTask(FW, task("first", "true")))
+    assert master.updates_until_terminal("first")[-1].state == TaskState.FINISHED
+    assert link.started == 1 and link.pid == supervisor   # the one started with the agent

@@ -435,6 +435,10 @@ class AgentRuntime:
                 self._recover()
                 self._write_checkpoints()
             self._open_executor_channel()
+            if self.executor.shared_supervisor:
+                # started (or found: a recovered agent's) now, not by the first launch: its start (a Python
+                # process and its imports, ~60-80 ms of CPU here) is then not in the first tasks' way
+                self.executor.link.ensure()
             self._serve_http()
             self._loop()
         finally:
