@@ -37,6 +37,7 @@ instance, says BYE and exits; with no word from any AppMaster for
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal
@@ -141,6 +142,12 @@ STDOUT_GRACE = 1.0
 #: sooner still (RECONNECT_MIN, doubling). A refused connect to a port of this machine costs microseconds.
 RECONNECT_MAX = 0.1
 RECONNECT_MIN = 0.02
+#: seconds an instance is watched alone after it started (its pipes and pidfd in a ``poll(2)`` of their own, the
+#: AppMaster's socket not read): most instances of a job are short, and one that ends within it costs the worker
+#: one wake-up — its exit — instead of two (its exit, and the next ASSIGN, sent in answer to the DONE before,
+#: arriving while it runs) and no registration with the socket's poller; what the AppMaster sends meanwhile
+#: (an ASSIGN, an ACK, a KILL) waits at most this long. docs/performance.rst, "Stop 19: the Fuxi worker (fuxi29q)"
+QUICK_WATCH = 0.01
 
 
 class _Descriptor(Waker):
@@ -193,7 +200,9 @@ class _Run:
         self.pidfd: int | None = None
         #: once it exited: when its exit is reported, its output ended or not (STDOUT_GRACE)
         self.report_by: float | None = None
-        self.watched: list[_Descriptor] = []   # what the loop's poller waits on for it
+        self.watched: list[_Descriptor] = []   # its descriptors the loop waits on (while they are open)
+        #: until when it is watched alone (QUICK_WATCH), None once its descriptors are in the loop's poller
+        self.quick_until: float | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -264,6 +273,9 @@ class Worker:
                     next_beat = now + self.interval
                 self._escalate_kill(now)
                 timeout = min(next_beat - self.clock.now(), self._run_timeout(now))
+                if self.run_ is not None and self.run_.quick_until is not None:
+                    self._watch_alone(self.run_, timeout)
+                    continue
                 ready = self._poller.poll(max(0.0, timeout))
                 if self._client in ready:
                     last_contact = self.clock.now()
@@ -409,16 +421,36 @@ class Worker:
         self._in_sandbox = os.path.samefile(self.sandbox, ".")
 
     def _start_watching(self, run: _Run) -> _Run:
-        """Poll the run's stdout and stderr (copied to their files) and its pidfd with the socket."""
+        """Watch the run's stdout and stderr (copied to their files) and its pidfd: alone first
+        (:meth:`_watch_alone`), then with the socket."""
         try:
             run.pidfd = os.pidfd_open(run.pid)
         except OSError:   # a kernel before 5.3: its exit is seen once its stdout and stderr ended
             run.pidfd = None
         run.watched = [_Descriptor(run.stdout.fd), _Descriptor(run.stderr.fd)] + \
             ([_Descriptor(run.pidfd)] if run.pidfd is not None else [])
-        for item in run.watched:
-            self._poller.register(item)
+        run.quick_until = time.monotonic() + QUICK_WATCH   # (the clock a test injects may stand still)
         return run
+
+    def _watch_alone(self, run: _Run, timeout: float) -> None:
+        """A turn of the loop in the run's first ``QUICK_WATCH`` seconds:
+        its descriptors and the stop waker polled without the socket (for
+        at most ``timeout``); once that time passed, they join the socket
+        in the loop's poller."""
+        left = run.quick_until - time.monotonic() if run.quick_until is not None else 0.0
+        if left <= 0:
+            run.quick_until = None
+            for item in run.watched:
+                self._poller.register(item)
+            return
+        poller = select.poll()
+        for item in run.watched:
+            poller.register(item.fileno(), select.POLLIN)
+        poller.register(self._waker.fileno(), select.POLLIN)
+        ready = {fd for fd, _ in poller.poll(math.ceil(1000 * max(0.0, min(left, timeout))))}
+        if self._waker.fileno() in ready:
+            self._waker.clear()
+        self._watch(run, ready)
 
     def _run_timeout(self, now: float) -> float:
         """How long the loop may wait for the running instance: until its
@@ -488,7 +520,8 @@ class Worker:
 
     def _unwatch(self, run: _Run, fd: int) -> None:
         for item in [item for item in run.watched if item.fileno() == fd]:
-            self._poller.unregister(item)
+            if run.quick_until is None:
+                self._poller.unregister(item)
             run.watched.remove(item)
 
     def _output_ended(self, run: _Run, output: _Output) -> None:
@@ -516,8 +549,9 @@ class Worker:
 
     def _exited(self, run: _Run) -> None:
         """The run exited (its stdout ended, or handed to a thread): its DONE, unless it was killed."""
-        for item in run.watched:
-            self._poller.unregister(item)
+        if run.quick_until is None:
+            for item in run.watched:
+                self._poller.unregister(item)
         run.watched = []
         assert run.returncode is not None
         if not run.message:
