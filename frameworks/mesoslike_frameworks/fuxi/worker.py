@@ -479,16 +479,21 @@ class Worker:
             if output.open and output.fd in ready:
                 self._read(run, output)
         try:
-            if run.pidfd is not None and run.pidfd in ready:
-                self._unwatch(run, run.pidfd)
-                os.close(run.pidfd)
-                run.pidfd = None
-                run.returncode = _reap(run.pid)
-                run.report_by = time.monotonic() + STDOUT_GRACE
-            elif run.pidfd is None and run.returncode is None and not run.output_open:
-                pid, status = os.waitpid(run.pid, os.WNOHANG)   # no pidfd: its output ended, has it exited?
-                if pid:
-                    run.returncode = os.waitstatus_to_exitcode(status)
+            if run.pidfd is not None:
+                if run.pidfd in ready:
+                    returncode: int | None = _reap(run.pid)
+                else:
+                    # its stdout and stderr ended, most often as it exited (an exit closes them microseconds
+                    # before its pidfd tells): reaped now, if it is gone, rather than after another wake-up
+                    returncode = None if run.output_open else _reap_if_gone(run.pid)
+                if returncode is not None:
+                    self._unwatch(run, run.pidfd)
+                    os.close(run.pidfd)
+                    run.pidfd = None
+                    run.returncode = returncode
+                    run.report_by = time.monotonic() + STDOUT_GRACE
+            elif run.returncode is None and not run.output_open:
+                run.returncode = _reap_if_gone(run.pid)   # no pidfd: its output ended, has it exited?
         except ChildProcessError:
             run.returncode = -1
         if run.returncode is None:
@@ -742,6 +747,12 @@ def _make_output_file(path: str) -> int:
 def _reap(pid: int) -> int:
     """Wait for the child ``pid``; its return code (-signal if a signal ended it)."""
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _reap_if_gone(pid: int) -> int | None:
+    """The return code of the child ``pid`` if it exited (reaped), None if it runs on."""
+    reaped, status = os.waitpid(pid, os.WNOHANG)
+    return os.waitstatus_to_exitcode(status) if reaped else None
 
 
 #: ``FS_IOC_GETFLAGS``, ``FS_IOC_SETFLAGS`` (``linux/fs.h``, 64-bit) and ``FS_TOPDIR_FL`` (``chattr +T``)
