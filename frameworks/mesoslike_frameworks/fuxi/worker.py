@@ -147,7 +147,7 @@ RECONNECT_MIN = 0.02
 #: one wake-up — its exit — instead of two (its exit, and the next ASSIGN, sent in answer to the DONE before,
 #: arriving while it runs) and no registration with the socket's poller; what the AppMaster sends meanwhile
 #: (an ASSIGN, an ACK, a KILL) waits at most this long. docs/performance.rst, "Stop 19: the Fuxi worker (fuxi29q)"
-QUICK_WATCH = 0.01
+QUICK_WATCH = 0.05
 
 
 class _Descriptor(Waker):
