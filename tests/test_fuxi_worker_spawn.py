@@ -244,3 +244,29 @@ def test_a_worker_places_its_instances_directory_as_the_agent_places_sandboxes(w
     finally:
         os.close(fd)
     assert flags[0] & 0x00020000   # FS_TOPDIR_FL
+
+
+def test_an_instance_that_closes_its_output_and_runs_on_is_reported_when_it_exits(worker_with_an_open_descriptor):
+    # its stdout and stderr end long before it does: the worker must not take that for its exit (it reaps it
+    # then only if it is gone), and goes on answering meanwhile
+    appmaster, sandbox = worker_with_an_open_descriptor
+    gate = sandbox / "gate"
+    appmaster.send(amp.Assign(1, 1, f"exec >&- 2>&-; while [ ! -e {gate} ]; do sleep 0.05; done; exit 3", {}))
+    wait_for(lambda: appmaster.receive(amp.Heartbeat).running == [1, 1], 10, "the worker to run instance 1")
+    wait_for(lambda: appmaster.receive(amp.Heartbeat).running == [1, 1], 10, "a heartbeat after its output ended")
+    gate.touch()
+    done = appmaster.receive(amp.Done)
+    assert (done.instance, done.ok, done.message) == (1, False, "exit status 3")
+
+
+def test_a_kill_sent_right_after_its_assign_stops_the_instance(worker_with_an_open_descriptor):
+    # the worker watches a new instance alone for its first moments (worker.QUICK_WATCH): what the AppMaster
+    # sends meanwhile waits, and is obeyed then
+    appmaster, sandbox = worker_with_an_open_descriptor
+    appmaster.send(amp.Assign(1, 1, "echo $$ > pid; exec sleep 60", {}))
+    appmaster.send(amp.Kill(1, 1))
+    wait_for(lambda: (sandbox / "pid").exists() and (sandbox / "pid").read_text().strip(), 10, "the instance's pid")
+    pid = int((sandbox / "pid").read_text())
+    wait_for(lambda: appmaster.receive(amp.Heartbeat).running is None, 10, "the instance to be killed")
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 10, "the instance's process to be gone")
+    assert run(appmaster, 2, "echo after").ok

@@ -219,10 +219,11 @@ class _Run:
 
 class Worker:
     """The worker's loop (:meth:`run`): one thread owns the socket and
-    watches the running instance — its stdout pipe and its pidfd are polled
-    with the socket, so that an instance's exit becomes its DONE in the same
-    turn, without a hand-over between threads (a watcher thread, a queue and
-    a waker's pipe cost each instance two thread wake-ups more)."""
+    watches the running instance — its stdout and stderr pipes and its
+    pidfd, alone for its first ``QUICK_WATCH`` seconds, then polled with the
+    socket — so that an instance's exit becomes its DONE in the same turn,
+    without a hand-over between threads (a watcher thread, a queue and a
+    waker's pipe cost each instance two thread wake-ups more)."""
 
     def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
                  sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
