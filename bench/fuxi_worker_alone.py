@@ -14,7 +14,8 @@ does: one instance running and one queued (each DONE answered with the
 next ASSIGN, which carries its ACK). The worker's CPU (user + system, its
 own, not its reaped instances') is read from ``/proc`` at its first DONE
 and at its last; per round: ms of the worker an instance between the two,
-the instances a second, the load average.
+its ms up to the first (its start, its HELLO, its first instance), the
+instances a second, the load average.
 
     python bench/fuxi_worker_alone.py --before-tree /var/tmp/base --rounds 6 --out bench/results/x.json
 """
@@ -110,6 +111,7 @@ def one_worker(tree: Path, instances: int, command: str, work: Path, timeout: fl
         shutil.rmtree(sandbox, ignore_errors=True)
     measured = instances - 1
     return {"worker_ms_per_instance": round(1000 * (cpu_last - cpu_first) / measured, 4),
+            "worker_start_ms": round(1000 * cpu_first, 1),   # its start, its HELLO and its first instance
             "instances_per_s": round(measured / (t_last - t_first), 1), "worker_cpu_s": round(cpu_last - cpu_first, 3)}
 
 
