@@ -259,13 +259,13 @@ def test_an_instance_that_closes_its_output_and_runs_on_is_reported_when_it_exit
     assert (done.instance, done.ok, done.message) == (1, False, "exit status 3")
 
 
-def test_a_kill_sent_right_after_its_assign_stops_the_instance(worker_with_an_open_descriptor):
+def test_a_kill_sent_as_the_instance_starts_stops_it(worker_with_an_open_descriptor):
     # the worker watches a new instance alone for its first moments (worker.QUICK_WATCH): what the AppMaster
     # sends meanwhile waits, and is obeyed then
     appmaster, sandbox = worker_with_an_open_descriptor
-    appmaster.send(amp.Assign(1, 1, "echo $$ > pid; exec sleep 60", {}))
+    appmaster.send(amp.Assign(1, 1, "echo $$ > pid.new; mv pid.new pid; exec sleep 60", {}))
+    wait_for(lambda: (sandbox / "pid").exists(), 10, "the instance's pid")
     appmaster.send(amp.Kill(1, 1))
-    wait_for(lambda: (sandbox / "pid").exists() and (sandbox / "pid").read_text().strip(), 10, "the instance's pid")
     pid = int((sandbox / "pid").read_text())
     wait_for(lambda: appmaster.receive(amp.Heartbeat).running is None, 10, "the instance to be killed")
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 10, "the instance's process to be gone")
