@@ -59,7 +59,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -82,50 +81,15 @@ static int status_fd = STATUS_FD;
  * supervisor), each line "TAG KIND ...". Empty: a pipe of its own. */
 static char status_tag[24];
 
-/* ------------------------------------------------------------ quiet system calls
- * What an init in the server's memory (CLONE_VM: "The inits in the server's
- * memory", below) calls once its window is over: the C library's wrappers
- * write errno on a failure, a word of the memory it then shares with the
- * server and the other inits, which they read after their own calls. These
- * return -errno and write nothing but what their arguments point to. Only
- * where this file has them (x86-64) are inits cloned into the server's
- * memory; elsewhere they are the C library's, errno and all. */
-#if defined(__x86_64__)
-#define VM_INITS 1
-static long quiet(long number, long a, long b, long c, long d, long e) {
-    long result;
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    __asm__ volatile("syscall" : "=a"(result) : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-                     : "rcx", "r11", "memory");
-    return result;
-}
-#else
-#define VM_INITS 0
-static long quiet(long number, long a, long b, long c, long d, long e) {
-    long result = syscall(number, a, b, c, d, e);
-    return result < 0 ? -errno : result;
-}
-#endif
-#define QUIET(number, a, b, c, d, e) quiet(number, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e))
-
 /* ------------------------------------------------------------ reporting */
-static void say_on(int fd, const char *tag, const char *line);
-
 static void say(const char *line) {
-    say_on(status_fd, status_tag, line);
-}
-
-/* LINE on FD, each of its lines under TAG if it is not empty; by quiet calls
- * (an init's last lines are said after its window: see above). */
-static void say_on(int fd, const char *tag_text, const char *line) {
     /* on the channel: each line tagged, the whole in one write of at most PIPE_BUF bytes, which
      * a pipe takes whole (never interleaved with another init's); a longer F line is cut short */
     char tagged[PIPE_BUF];
-    if (tag_text[0] != '\0') {
-        size_t at = 0, tag = strlen(tag_text);
+    if (status_tag[0] != '\0') {
+        size_t at = 0, tag = strlen(status_tag);
         for (const char *next = line; *next != '\0' && at + tag + 3 <= sizeof tagged;) {
-            memcpy(tagged + at, tag_text, tag);
+            memcpy(tagged + at, status_tag, tag);
             tagged[at + tag] = ' ';
             at += tag + 1;
             while (*next != '\0' && *next != '\n' && at + 2 <= sizeof tagged)
@@ -141,9 +105,9 @@ static void say_on(int fd, const char *tag_text, const char *line) {
     }
     size_t left = strlen(line);
     while (left > 0) {
-        long n = QUIET(SYS_write, fd, line, left, 0, 0);
+        ssize_t n = write(status_fd, line, left);
         if (n < 0) {
-            if (n == -EINTR)
+            if (errno == EINTR)
                 continue;
             return;
         }
@@ -342,17 +306,6 @@ static void parse_spec(struct spec *s, char *data, size_t size) {
     s->argv[s->nargv] = NULL;
 }
 
-/* What parse_spec allocated (an init in the server's memory gives it back:
- * that heap is the server's, and outlives the init). */
-static void free_spec(struct spec *s) {
-    free(s->keep);
-    free(s->volumes);
-    free(s->groups);
-    free(s->cgroups);
-    free(s->env);
-    free(s->argv);
-}
-
 /* ------------------------------------------------------------ mounts */
 static void do_mount(const char *source, const char *target, const char *type, unsigned long flags,
                      const char *data) {
@@ -506,11 +459,10 @@ static int joined_fd[JOINED_MAX];
 static const char *joined_path[JOINED_MAX], *joined_name[JOINED_MAX];
 static size_t joined_count;
 
-/* Into the spec's cgroup I: 0, or -1 with errno set (EINVAL: a path too
- * long). No fail(): the task's vforked child joins them for an init in the
- * server's memory (become_task). */
-static int join_cgroup(const struct spec *s, size_t i) {
-    {
+/* Into the task's cgroups, before anything of the task runs (its first
+ * instruction is in them) and before this process does the task's work. */
+static void join_cgroups(const struct spec *s) {
+    for (size_t i = 0; i < s->ncgroups; i++) {
         char path[PATH_MAX];
         int fd = -1;
         /* from the server's descriptor of its parent (two names walked, not the whole path through
@@ -525,27 +477,14 @@ static int join_cgroup(const struct spec *s, size_t i) {
             }
         }
         if (fd < 0) {
-            if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path) {
-                errno = ENAMETOOLONG;
-                return -1;
-            }
+            if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
+                fail("a cgroup's path is too long");
             fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         }
-        if (fd < 0)
-            return -1;
-        int joined = write(fd, "0", 1) == 1, error = errno;
-        close(fd);
-        errno = error;
-        return joined ? 0 : -1;
-    }
-}
-
-/* Into the task's cgroups, before anything of the task runs (its first
- * instruction is in them) and before this process does the task's work. */
-static void join_cgroups(const struct spec *s) {
-    for (size_t i = 0; i < s->ncgroups; i++)
-        if (join_cgroup(s, i) != 0)
+        if (fd < 0 || write(fd, "0", 1) != 1)
             fail("cannot join the cgroup %s: %s", s->cgroups[i], strerror(errno));
+        close(fd);
+    }
 }
 
 static void enter(const struct spec *s) {
@@ -587,11 +526,6 @@ static void enter(const struct spec *s) {
         loopback_up();
 }
 
-/* In an init cloned into the server's memory, during its window: the pipe
- * the server waits on (it ends the window by a byte or by closing); -1
- * otherwise. */
-static int window_fd = -1;
-
 /* ------------------------------------------------------------ the task */
 /* The signals this process ignores, which a task must not inherit ignored
  * (become_task resets these): found once by init_signals, after which no
@@ -630,23 +564,12 @@ static void close_from(int lowest) {
     close_range_of(lowest, (int)(limit > 0 && limit < (1 << 20) ? limit : 65536) - 1);
 }
 
-/* Every descriptor above the status pipe but the window's (window_fd). */
-static void close_above_status(void) {
-    if (window_fd <= STATUS_FD) {
-        close_from(STATUS_FD + 1);
-        return;
-    }
-    close_range_of(STATUS_FD + 1, window_fd - 1);   /* a few: the server's own are 0-4 and its socket's */
-    close_from(window_fd + 1);
-}
-
 /* Why the vforked child could not become the task, in the memory it
  * shares with this process: read once vfork returns, which is after the
  * child executed (then untouched) or exited (then set). No pipe to say it
  * on (a pipe made, read and closed a task, before). */
 static volatile int task_failed, task_error;
 static const char *volatile task_step;
-static volatile size_t task_cgroup;   /* with task_step "cgroup": the one it could not join */
 
 /* In the vforked child (it shares this process's memory until it executes
  * or exits: it only makes system calls and writes its own stack and the
@@ -789,15 +712,9 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
         parse_spec(&s, inline_spec, inline_size);
     else
         read_spec(&s);
-    /* an init in the server's memory stays in the server's cgroups, its task joins them (below): a
-     * task's memory cgroup must hold no process whose address space is the server's, which the OOM
-     * killer, choosing it there, would kill with every process sharing it */
-    int task_joins = window_fd >= 0;
-    if (!task_joins) {
-        join_cgroups(&s);
-        if (joined_count > 0)   /* the server's descriptors of the parents (become_init_inline kept them) */
-            close_above_status();
-    }
+    join_cgroups(&s);
+    if (joined_count > 0)   /* the server's descriptors of the parents (become_init_inline kept them) */
+        close_from(STATUS_FD + 1);
     /* the host's /proc, before enter() mounts the namespace's on it: where
      * the task's host pid is read (host_pid_of_task) */
     int host_proc = s.pid ? open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
@@ -810,14 +727,6 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
     if (task < 0)
         fail("fork: %s", strerror(errno));
     if (task == 0) {
-        for (size_t i = 0; task_joins && i < s.ncgroups; i++)   /* before anything of the task runs */
-            if (join_cgroup(&s, i) != 0) {
-                task_error = errno;
-                task_cgroup = i;
-                task_step = "cgroup";
-                task_failed = 1;
-                _exit(127);
-            }
         close_from(3);   /* every descriptor above 2 goes: the status pipe, the host's /proc */
         become_task(&s);
     }
@@ -827,8 +736,6 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
         waitpid(task, NULL, 0);
         if (strcmp(step, "execute") == 0)
             fail("cannot execute %s: %s", s.argv[0], strerror(code));
-        if (strcmp(step, "cgroup") == 0)
-            fail("cannot join the cgroup %s: %s", s.cgroups[task_cgroup], strerror(code));
         fail("the task's %s failed: %s", step, strerror(code));
     }
     char line[64];
@@ -839,52 +746,33 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
         if (host > 0)
             snprintf(line + said, sizeof line - (size_t)said, "H %ld\n", host);
     }
-    if (task_joins && joined_count > 0)   /* the server's descriptors of the cgroups' parents: the task's now */
-        close_above_status();
-    /* From here on this init touches nothing of its memory but its own stack, and makes quiet
-     * system calls only: cloned into the server's memory, its window ends here (the server and
-     * the next init go on meanwhile); the spec, which the task no longer needs, given back. */
-    int fd = status_fd;
-    char tag[sizeof status_tag];
-    memcpy(tag, status_tag, sizeof tag);
-    int window = window_fd;
-    if (window >= 0) {
-        free_spec(&s);
-        char end = 'w';
-        QUIET(SYS_write, window, &end, 1, 0, 0);
-        QUIET(SYS_close, window, 0, 0, 0, 0);
-    }
-    say_on(fd, tag, line);
+    say(line);
 
     for (;;) {
         siginfo_t info;
-        long signum = QUIET(SYS_rt_sigtimedwait, &watched, &info, NULL, sizeof(unsigned long long), 0);
+        int signum = sigwaitinfo(&watched, &info);
         if (signum < 0)
             continue;
         if (signum != SIGCHLD) {
-            if (QUIET(SYS_kill, -task, signum, 0, 0, 0) != 0)
-                QUIET(SYS_kill, task, signum, 0, 0, 0);
+            if (kill(-task, signum) != 0)
+                kill(task, signum);
             continue;
         }
         for (;;) {   /* every ended child, by a look that reaps nothing: the leader is waited for apart */
             siginfo_t ended;
             memset(&ended, 0, sizeof ended);
-            if (QUIET(SYS_waitid, P_ALL, 0, &ended, WEXITED | WNOHANG | WNOWAIT, NULL) != 0 || ended.si_pid == 0)
+            if (waitid(P_ALL, 0, &ended, WEXITED | WNOHANG | WNOWAIT) != 0 || ended.si_pid == 0)
                 break;
             if (ended.si_pid != task) {   /* an orphan */
-                QUIET(SYS_wait4, ended.si_pid, NULL, 0, NULL, 0);
+                waitpid(ended.si_pid, NULL, 0);
                 continue;
             }
-            QUIET(SYS_kill, -task, SIGKILL, 0, 0, 0);   /* the unreaped leader still pins the group id: its group cleared first */
+            kill(-task, SIGKILL);   /* the unreaped leader still pins the group id: its group cleared first */
             int status;
-            long waited = QUIET(SYS_wait4, task, &status, 0, NULL, 0);
-            if (waited != task) {   /* (no strerror: it may write errno, see "quiet system calls") */
-                snprintf(line, sizeof line, "F the task's leader cannot be waited for: %ld\n", -waited);
-                say_on(fd, tag, line);
-                QUIET(SYS_exit_group, 127, 0, 0, 0, 0);
-            }
+            if (waitpid(task, &status, 0) != task)
+                fail("the task's leader cannot be waited for: %s", strerror(errno));
             snprintf(line, sizeof line, "X %d\n", status);
-            say_on(fd, tag, line);
+            say(line);
             return 0;
         }
     }
@@ -1023,7 +911,7 @@ static void become_init_inline(int status, const char *out_path, const char *err
     status_fd = STATUS_FD;
     close(SERVER_FD);   /* the server's socket: never the init's */
     if (joined_count == 0)   /* else once the cgroups are joined (init_main): their descriptors are among these */
-        close_above_status();
+        close_from(STATUS_FD + 1);
     int out = open_output(out_path, owner, uid, gid);
     int err = open_output(err_path, owner, uid, gid);
     if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
@@ -1123,15 +1011,10 @@ static int cached_parent(const char *directory, size_t length) {
  * its place noted for the init about to be cloned (join_cgroups); nothing
  * noted for a spec that does not follow the records to its "end" (parse_spec
  * in the init says what is wrong with it). */
-/* whether the spec of the request noted last has a "volume" record (or could not be followed to its end) */
-static int noted_volumes;
-
 __attribute__((noinline))   /* its frame (and cached_parent's) gone before the clone: the init's stack starts no deeper */
 static void note_cgroups(char *at, char *end) {
     size_t count = 0;
-    int volumes = 0;
     joined_count = 0;
-    noted_volumes = 1;
     while (at < end) {
         const char *tag = request_field(&at, end);
         if (tag == NULL)
@@ -1153,13 +1036,12 @@ static void note_cgroups(char *at, char *end) {
         }
         if (strcmp(tag, "end") == 0) {
             joined_count = count;
-            noted_volumes = volumes;
             return;
         }
         if (strcmp(tag, "keep") == 0)
             fields = 2;
         else if (strcmp(tag, "volume") == 0)
-            fields = 5, volumes = 1;
+            fields = 5;
         else if (strcmp(tag, "user") == 0)
             fields = 3;
         else if (strcmp(tag, "ns") == 0 || strcmp(tag, "hostname") == 0 || strcmp(tag, "tmp") == 0
@@ -1172,106 +1054,6 @@ static void note_cgroups(char *at, char *end) {
                 return;
     }
 }
-
-/* The inits in the server's memory. A fork's copy of the server — its page
- * tables copied, its pages made copy-on-write for both, the clone's faults
- * (its stack, its data, the program's text mapped anew) and the server's
- * own copies after it, the address space torn down at the init's exit —
- * was most of what an init cost beside its namespaces (~20 faults a task,
- * docs/performance.rst, stop 20). An init of an inline or channel request
- * whose spec has no volumes is cloned with CLONE_VM instead, on a stack of
- * its own (a slot, reused once the kernel says the init that had it ended:
- * CLONE_CHILD_CLEARTID zeroes its word), and the server waits until the
- * init's *window* is over: from the clone until its task executes (or it
- * failed), the init alone runs in this memory — the C library's errno, its
- * heap (parse_spec's arrays, given back), this file's globals and the
- * request are the init's while the server sleeps in a read of the window's
- * pipe. After that the init touches only its own stack, by quiet system
- * calls (see there). What would reach the server through the memory it
- * shares: the OOM killer, which kills every process sharing an address
- * space with the one it chose — so the server makes itself -1000 (never
- * chosen; its inits inherit it) and each task gets the server's value back
- * before it executes (become_task); without that (no CAP_SYS_RESOURCE)
- * inits are forked as before. Volumes are forked too: their checks resolve
- * paths (realpath) and may nest deeper than a slot's stack. */
-#if VM_INITS
-#define VM_SLOTS 4096
-#define VM_STACK (256 << 10)
-static struct vm_slot {
-    char *stack;
-    pid_t busy;   /* nonzero from the clone until the init ended (the kernel zeroes it) */
-} vm_slots[VM_SLOTS];
-static size_t vm_slots_made, vm_cursor;
-
-/* A slot no init uses, made if none is free; NULL: past VM_SLOTS inits at once, or no memory (forked then). */
-static struct vm_slot *free_vm_slot(void) {
-    for (size_t tried = 0; tried < vm_slots_made; tried++) {
-        struct vm_slot *slot = &vm_slots[vm_cursor];
-        vm_cursor = (vm_cursor + 1) % vm_slots_made;
-        if (__atomic_load_n(&slot->busy, __ATOMIC_ACQUIRE) == 0)
-            return slot;
-    }
-    if (vm_slots_made == VM_SLOTS)
-        return NULL;
-    char *stack = mmap(NULL, VM_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                       -1, 0);
-    if (stack == MAP_FAILED)
-        return NULL;
-    if (mprotect(stack, 4096, PROT_NONE) != 0) {   /* a guard page: an overflow faults, not another's stack */
-        munmap(stack, VM_STACK);
-        return NULL;
-    }
-    struct vm_slot *slot = &vm_slots[vm_slots_made++];
-    slot->stack = stack;
-    slot->busy = 0;
-    return slot;
-}
-
-/* What the clone of an inline request takes, in the server's frame (it waits in it through the window). */
-struct vm_request {
-    int status, owned, window[2];
-    const char *out_path, *err_path, *tag;
-    uid_t uid;
-    gid_t gid;
-    char *spec;
-    size_t size;
-};
-
-static int vm_init(void *argument) {
-    struct vm_request *request = argument;
-    close(request->window[0]);
-    window_fd = request->window[1];
-    if (request->tag != NULL)
-        strcpy(status_tag, request->tag);   /* checked to fit by serve_inline */
-    become_init_inline(request->status, request->out_path, request->err_path, request->owned, request->uid,
-                       request->gid, request->spec, request->size);
-}
-
-/* The init of an inline request cloned into this memory (see above), the server waiting out its window;
- * -1 with errno set if it could not be (then it is forked). */
-static pid_t clone_vm_init(struct vm_slot *slot, unsigned long flags, struct vm_request *request) {
-    if (pipe2(request->window, O_CLOEXEC) != 0)
-        return -1;
-    __atomic_store_n(&slot->busy, -1, __ATOMIC_RELEASE);
-    pid_t pid = clone(vm_init, slot->stack + VM_STACK, (int)(flags | CLONE_VM | CLONE_CHILD_CLEARTID), request,
-                      NULL, NULL, &slot->busy);
-    int error = errno;
-    close(request->window[1]);
-    if (pid > 0) {   /* a byte at the window's end, or nothing when the init ended before it */
-        char end;
-        while (read(request->window[0], &end, 1) < 0 && errno == EINTR) {}
-    } else {
-        __atomic_store_n(&slot->busy, 0, __ATOMIC_RELEASE);
-    }
-    close(request->window[0]);
-    /* what the init changed of the globals, as a forked one changes only its copy */
-    status_tag[0] = '\0';
-    status_fd = STATUS_FD;
-    window_fd = -1;
-    errno = error;
-    return pid;
-}
-#endif
 
 /* An inline request: "S", "P" or "N", then NUL-terminated fields: the
  * task's stdout and stderr paths, their owner ("" or "UID:GID"), and the
@@ -1315,22 +1097,6 @@ static void serve_inline(char *request, size_t size, int fd) {
     }
     note_cgroups(at, end);
     unsigned long flags = CLONE_PARENT | (request[1] == 'P' ? CLONE_NEWPID : 0);
-#if VM_INITS
-    struct vm_slot *slot = !noted_volumes ? free_vm_slot() : NULL;
-    if (slot != NULL) {
-        struct vm_request vm = {fd, owned, {-1, -1}, out_path, err_path, request[0] == 'C' ? tag : NULL,
-                                (uid_t)uid, (gid_t)gid, at, (size_t)(end - at)};
-        pid_t pid = clone_vm_init(slot, flags, &vm);
-        if (pid > 0 || vm.window[0] >= 0) {   /* cloned, or the clone failed (not the pipe: then forked) */
-            int error = errno;
-            joined_count = 0;
-            if (fd >= 0)
-                close(fd);
-            answer_clone(pid, error);
-            return;
-        }
-    }
-#endif
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid == 0) {
         if (request[0] == 'C')
