@@ -8,7 +8,10 @@ children by ``CLONE_PARENT``), the default isolation's container (PID, mount,
 IPC and UTS namespaces, the sandbox's ``tmp`` as ``/tmp`` with the work
 directory kept inside it, four v1 cgroups joined: ``cpu``, ``cpuacct``,
 ``memory``, ``pids``), the task ``sh -c true`` in its own sandbox with its
-``stdout`` and ``stderr``. Per launch: the CPU (user + system) of the inits
+``stdout`` and ``stderr`` (``--task exit0``: a static program that only
+exits, ``bench/nsinit_exit0.c``, so that the C library's start-up of
+``sh`` — ~1 ms on this VM, moving with the host's load — does not bury the
+inits' own CPU). Per launch: the CPU (user + system) of the inits
 reaped — which waited for their tasks, so theirs is in it (``getrusage``'s
 children) — and the system-wide minor page faults of the round over its
 launches. No agent, no master, no Python supervisor: the helper alone.
@@ -91,7 +94,8 @@ def minor_faults() -> int:
     return 0
 
 
-def one_round(helper: str, work: Path, launches: int, in_flight: int, slots: list[list[str]]) -> dict:
+def one_round(helper: str, work: Path, launches: int, in_flight: int, slots: list[list[str]],
+              argv: tuple[str, ...] = ("/bin/sh", "-c", "true")) -> dict:
     """``launches`` tasks through one server of ``helper``, ``in_flight`` at a time."""
     channel = nsinit.StatusChannel()
     server = nsinit.Server(helper, INIT_BLOCKED, channel)
@@ -113,7 +117,7 @@ def one_round(helper: str, work: Path, launches: int, in_flight: int, slots: lis
                 keep = [(str(work), os.path.join(tmp, os.path.relpath(work, "/tmp")))]
                 spec = nsinit.encode_spec(namespaces=["pid", "mount", "ipc", "uts"], hostname="agent-1", tmp=tmp,
                                           keep=keep, volumes=[], user=None, cwd=str(sandbox), env=ENV,
-                                          argv=["/bin/sh", "-c", "true"], cgroups=slots[slot])
+                                          argv=list(argv), cgroups=slots[slot])
                 assert server.submit_channel(tag, spec, str(sandbox / "stdout"), str(sandbox / "stderr"), None, True)
                 running[tag] = slot
                 launched += 1
@@ -157,6 +161,8 @@ def main() -> int:
     parser.add_argument("--launches", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--in-flight", type=int, default=16)
+    parser.add_argument("--task", choices=("sh", "exit0"), default="sh",
+                        help="the task: sh -c true (as the benchmarks), or a static program that only exits")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     work_root = Path(tempfile.mkdtemp(prefix="bench-nsinit-ab-", dir="/tmp"))
@@ -169,13 +175,20 @@ def main() -> int:
             place = work_root / f"build-{which}"
             place.mkdir()
             helpers[which] = nsinit.build(str(place), str(source_of(ref, place)))
+        exit0 = work_root / "exit0"
+        if args.task == "exit0":
+            subprocess.run([os.environ.get("CC", "cc"), "-O2", "-static", "-nostdlib", "-o", str(exit0),
+                            str(HERE / "nsinit_exit0.c")], check=True)
         slots = make_cgroups(name, args.in_flight)
         for number in range(args.rounds):
             order = ("after", "before") if number % 2 == 0 else ("before", "after")
             for which in order:
                 work = work_root / f"{which}-{number}" / "work"
                 work.mkdir(parents=True)
-                result = one_round(helpers[which], work, args.launches, args.in_flight, slots)
+                argv: tuple[str, ...] = ("/bin/sh", "-c", "true")
+                if args.task == "exit0":   # in the kept directory: the private /tmp hides the rest of /tmp
+                    argv = (str(shutil.copy(exit0, work / "exit0")),)
+                result = one_round(helpers[which], work, args.launches, args.in_flight, slots, argv)
                 results[which].append(result)
                 print(f"round {number + 1} {which}: {result}", file=sys.stderr, flush=True)
         medians = {which: {key: round(statistics.median(r[key] for r in rounds), 4)
@@ -185,7 +198,7 @@ def main() -> int:
                    for which, rounds in results.items()}
         document = {"command": " ".join(["nsinit_ab.py", *sys.argv[1:]]), "started": started,
                     "before": args.before, "after": args.after, "launches": args.launches,
-                    "in_flight": args.in_flight, "median": medians, "rounds": results}
+                    "in_flight": args.in_flight, "task": args.task, "median": medians, "rounds": results}
         text = json.dumps(document, indent=1)
         if args.out:   # before the clean-up: thousands of sandboxes take a while to remove on a loaded machine
             args.out.write_text(text + "\n")

@@ -3,15 +3,18 @@
  * (mesoslike/agent/nsinit.c) takes them, timed inside the init: started by
  * bench/nsinit_steps.py (which builds it with cc -O2 -static), not alone.
  *
- *   nsinit_steps N DIR [CGROUP...]
+ *   nsinit_steps N DIR KEEP PLACE [CGROUP...]
  *
  * N launches, one at a time, each a child in a new PID namespace (as the
  * server clones an init) that joins the CGROUPs (directories: it writes
  * itself to each one's cgroup.procs, as join_cgroups does), unshares the
  * mount, IPC and UTS namespaces (each its own unshare, to tell them apart;
  * the init makes one call), makes / a recursive slave, mounts a proc and
- * a tmpfs on /dev/shm, makes its private /tmp's directory in DIR and binds
- * it on /tmp, then vforks /bin/true and waits for it. Each step's CPU is
+ * a tmpfs on /dev/shm, makes its private /tmp's directory in DIR — with
+ * KEEP (a directory; "-": none) bound at PLACE inside it first (a path
+ * relative to the private /tmp, one level: as the init binds a work
+ * directory kept below /tmp) — and binds it on /tmp, then vforks /bin/true
+ * and waits for it. Each step's CPU is
  * the init's thread CPU clock around it (the kernel's work in the step's
  * system call; the teardown at the init's exit is in none of them: it is
  * in the children's total, with /bin/true's). Prints one line: the mean
@@ -34,7 +37,8 @@
 
 #define MAX_CGROUPS 8
 static const char *const step_names[] = {"unshare_mount", "unshare_ipc", "unshare_uts", "rslave", "proc",
-                                         "dev_shm", "tmp_mkdir", "tmp_bind", "task_vfork_exec_wait"};
+                                         "dev_shm", "tmp_mkdir", "keep_mkdir", "keep_bind", "tmp_bind",
+                                         "task_vfork_exec_wait"};
 #define STEPS (sizeof step_names / sizeof step_names[0])
 
 static double cpu_us(void) {
@@ -52,6 +56,8 @@ struct timing {
     double joins[MAX_CGROUPS];
     double steps[STEPS];
 };
+
+static const char *keep, *place;
 
 static void launch(int number, const char *dir, char **cgroups, int ncgroups, int report) {
     struct timing t;
@@ -80,7 +86,13 @@ static void launch(int number, const char *dir, char **cgroups, int ncgroups, in
     TIMED(mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777"), "/dev/shm");
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s/t%d", dir, number);
+    mode_t mask = umask(0);
     TIMED(mkdir(tmp, 01777) != 0 && errno != EEXIST, "mkdir");
+    umask(mask);
+    char target[4096];
+    snprintf(target, sizeof target, "%s/%s", tmp, place);
+    TIMED(keep != NULL && mkdir(target, 0777) != 0 && errno != EEXIST, "mkdir the place");
+    TIMED(keep != NULL && mount(keep, target, NULL, MS_BIND, NULL) != 0, "bind the kept path");
     TIMED(mount(tmp, "/tmp", NULL, MS_BIND | MS_REC, NULL), "bind /tmp");
     pid_t task = vfork();
     if (task == 0) {
@@ -94,11 +106,13 @@ static void launch(int number, const char *dir, char **cgroups, int ncgroups, in
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || argc - 3 > MAX_CGROUPS) {
-        fputs("usage: nsinit_steps N DIR [CGROUP...]\n", stderr);
+    if (argc < 5 || argc - 5 > MAX_CGROUPS) {
+        fputs("usage: nsinit_steps N DIR KEEP PLACE [CGROUP...]\n", stderr);
         return 2;
     }
-    int count = atoi(argv[1]), ncgroups = argc - 3;
+    int count = atoi(argv[1]), ncgroups = argc - 5;
+    keep = strcmp(argv[3], "-") == 0 ? NULL : argv[3];
+    place = argv[4];
     struct timing sum;
     memset(&sum, 0, sizeof sum);
     for (int number = 0; number < count; number++) {
@@ -110,7 +124,7 @@ int main(int argc, char **argv) {
             die("clone");
         if (child == 0) {
             close(report[0]);
-            launch(number, argv[2], argv + 3, ncgroups, report[1]);
+            launch(number, argv[2], argv + 5, ncgroups, report[1]);
             _exit(0);
         }
         close(report[1]);

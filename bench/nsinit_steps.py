@@ -10,11 +10,15 @@ init's exit, ``/bin/true``'s own start) is in the children's total; what
 the kernel's threads do later for them, ``bench/ns_variants.py`` measures.
 
 Variants, interleaved round by round: the init joining a cgroup in each of
-the v1 hierarchies ``--hierarchies`` names, and the same without ``pids``
-(what the agent's cgroups v1 isolator joined before ``agent29p``, and
-since). Needs root (namespaces, mounts, cgroups v1).
+the v1 hierarchies ``--hierarchies`` names (the agent's cgroups v1 isolator
+joins ``memory``, ``cpu`` and ``cpuacct`` since ``agent29p``), with the
+bench's directory below ``/tmp`` kept inside each private ``/tmp`` (its
+place made and bound there, as the init does for a work directory below
+``/tmp``: the default ``--work-dir``'s and the real agents' benchmark's)
+and with nothing kept (a work directory elsewhere). Needs root
+(namespaces, mounts, cgroups v1).
 
-    python bench/nsinit_steps.py --launches 500 --rounds 6 --out bench/results/nsinit-steps-agent29p.json
+    python bench/nsinit_steps.py --launches 500 --rounds 6 --out bench/results/nsinit-steps-inits29r.json
 
 Since agent29q the rounds' directories (where the ``/tmp`` directories are
 made) are each in a block group of their own, as the agent's framework
@@ -61,15 +65,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--root", type=Path, default=Path("/tmp"),
                         help="where the private /tmp directories are made (a work directory's file system)")
-    parser.add_argument("--hierarchies", default="memory,cpu,cpuacct,pids",
+    parser.add_argument("--hierarchies", default="memory,cpu,cpuacct",
                         help="the v1 hierarchies the init joins a cgroup in (those mounted)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     document, _, _ = benchlib.start("nsinit_steps", None, {"git_head": benchlib.git_state([])[0]})
     mounted = [name for name in args.hierarchies.split(",") if (CGROUPS_V1 / name / "cgroup.procs").exists()]
-    variants = {"joined: " + ",".join(mounted): mounted,
-                "joined: " + ",".join(h for h in mounted if h != "pids"): [h for h in mounted if h != "pids"]}
     work = Path(tempfile.mkdtemp(prefix="bench-nsinit-steps-", dir=args.root))
+    # what each variant keeps inside its private /tmps: (the kept directory, its place there) or nothing
+    variants: dict[str, tuple[str, str]] = {"kept: the work directory": (str(work), work.name),
+                                            "kept: nothing": ("-", "-")}
     # each round's directory (the private /tmp directories' parent) in a block group of its own, as the agent's
     # framework directories are (its sandbox root is so marked): not in the group of --root's other users, whose
     # removals every inode made there pays for (bench/agent_tmp_inodes.py; stop 19, agent29q)
@@ -84,10 +89,9 @@ def main() -> int:
         for number, name in interleaved(list(variants), args.rounds):
             place = work / f"{number}-{list(variants).index(name)}"
             place.mkdir()
-            joined = variants[name]
-            done = subprocess.run([str(binary), str(args.launches), str(place), *(str(cgroups[h]) for h in joined)],
-                                  capture_output=True, text=True, check=True)
-            rounds[name].append(parse(done.stdout, joined))
+            done = subprocess.run([str(binary), str(args.launches), str(place), *variants[name],
+                                   *(str(cgroups[h]) for h in mounted)], capture_output=True, text=True, check=True)
+            rounds[name].append(parse(done.stdout, mounted))
             if any(len(values) <= number for values in rounds.values()):
                 continue   # the round goes on
             loads.append([round(x, 2) for x in os.getloadavg()])
@@ -102,7 +106,7 @@ def main() -> int:
                 pass
     medians = {name: {step: round(statistics.median(r[step] for r in values), 2) for step in values[0]}
                for name, values in rounds.items() if values}
-    document.update({"launches_per_round": args.launches, "variants": variants,
+    document.update({"launches_per_round": args.launches, "variants": variants, "joined": mounted,
                      "cpu_us_per_launch_median": medians, "cpu_us_per_launch_rounds": rounds,
                      "loadavg_per_round": loads})
     benchlib.emit(document, args.out, lambda line: print(line, file=sys.stderr))
