@@ -89,7 +89,7 @@ static void launch(int number, const char *dir, char **cgroups, int ncgroups, in
     mode_t mask = umask(0);
     TIMED(mkdir(tmp, 01777) != 0 && errno != EEXIST, "mkdir");
     umask(mask);
-    char target[4096];
+    char target[sizeof tmp + 256];   /* DIR/tN/PLACE */
     snprintf(target, sizeof target, "%s/%s", tmp, place);
     TIMED(keep != NULL && mkdir(target, 0777) != 0 && errno != EEXIST, "mkdir the place");
     TIMED(keep != NULL && mount(keep, target, NULL, MS_BIND, NULL) != 0, "bind the kept path");
