@@ -52,9 +52,8 @@ by the agent, checked again here):
   process group, SIGKILL after ``grace_period``: a task supervisor's
   SIGTERM); ``K RUN`` kill it at once (SIGUSR1's).
 - supervisor to agent: ``S RUN PID`` the task runs (``task.json``
-  written, or put off for a second: :meth:`SharedSupervisor.started`);
-  ``X RUN STATUS`` what its ``exit.json`` now holds (``STATUS``: that
-  JSON object, compact, ASCII; told just before the ``E`` of the run
+  written); ``X RUN STATUS`` what its ``exit.json`` now holds (``STATUS``:
+  that JSON object, compact, ASCII; told just before the ``E`` of the run
   when the file was written: the agent takes it rather than reading the
   file); ``E RUN`` its run has ended (``exit.json`` written first, so an
   agent that reads it on ``E`` — or at any time after — finds the status;
