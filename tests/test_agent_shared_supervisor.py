@@ -857,7 +857,6 @@ def test_an_inits_task_json_is_formatted_byte_for_byte_as_json_writes_it(tmp_pat
     (tmp_path / "run" / "task.json").write_text("{" + " " * 200)   # longer than the record: cut
     task = shared.SharedTask(str(tmp_path / "run"), "fw/t")
     task.started_by, task.task_pid = "nsinit", 4321
-    task.launch = {"namespaces": ["mount"], "cgroups": []}   # no PID namespace: written at once
     supervisor = shared.SharedSupervisor.__new__(shared.SharedSupervisor)
     supervisor.conn, supervisor.outbox = object(), b""   # type: ignore[assignment]
     supervisor.started(task, 98765)
@@ -1056,7 +1055,6 @@ def test_a_task_said_ended_with_its_start_gets_no_task_json_unless_its_end_must_
             (run_dir / "task.json").unlink(missing_ok=True)
             made = shared.SharedTask(str(run_dir), "fw/t")
             made.started_by, made.task_pid, made.task_status = "nsinit", 4321, (0 if ended else None)
-            made.launch = {"namespaces": ["mount"], "cgroups": []}
             told.clear()
             loop.started(made, 4321)
             assert told == ["S fw/t 4321"]
@@ -1072,54 +1070,6 @@ def test_a_task_said_ended_with_its_start_gets_no_task_json_unless_its_end_must_
         child.returncode = 0   # reaped by the loop
         assert read_json(str(run_dir / "task.json")) == {"init": 4321, "pid": 4321, "started": "nsinit"}
         assert made.unrecorded_start is None and loop.cleaning == [made]
-    finally:
-        loop.close()
-
-
-def test_a_pid_namespace_tasks_task_json_waits_a_second_and_a_task_ended_by_then_gets_none(tmp_path):
-    """A task whose init is the first process of its PID namespace, in cgroups, is told started (``S``)
-    at once, but its ``task.json`` is written only once it has run for ``START_RECORD_DELAY``: a
-    task that ended before (most of a burst's) gets none, its ``exit.json`` being its record. Its end
-    that must wait for its cgroups writes it then, as a short task's."""
-    import subprocess
-    import time
-
-    from mesoslike.agent import shared_supervisor as shared
-
-    meta = tmp_path / "meta"
-    loop = shared.SharedSupervisor(str(meta))
-    told: list[str] = []
-    loop.tell = told.append   # type: ignore[method-assign]
-    made = {}
-    try:
-        for name in ("runs", "ends", "waits"):
-            run_dir = meta / "tasks" / "fw" / name
-            run_dir.mkdir(parents=True)
-            task = made[name] = shared.SharedTask(str(run_dir), f"fw/{name}")
-            task.started_by, task.task_pid = "nsinit", 4321
-            task.launch = {"namespaces": ["pid", "mount"], "cgroups": [str(tmp_path / "no-cgroup")]}
-            loop.tasks[task.name] = task
-            loop.started(task, 98765)
-        assert told == ["S fw/runs 98765", "S fw/ends 98765", "S fw/waits 98765"]
-        assert not any((meta / "tasks" / "fw" / name / "task.json").exists() for name in made)
-        now = time.monotonic()
-        assert 0 < loop.timeout(now) <= shared.START_RECORD_DELAY   # the loop wakes for it
-        loop.record_starts(now)   # not due yet
-        assert not any((meta / "tasks" / "fw" / name / "task.json").exists() for name in made)
-        made["ends"].status = 0   # reaped, its end recorded meanwhile
-        del loop.tasks["fw/ends"]
-        # an end that waits for its cgroups to empty: its task.json written at its reap, as a short task's
-        child = subprocess.Popen(["true"], start_new_session=True)
-        made["waits"].task_pid = child.pid
-        loop.by_pid[child.pid] = made["waits"]
-        loop.finish = lambda task: False   # type: ignore[method-assign]
-        loop.reap(made["waits"])
-        child.returncode = 0   # reaped by the loop
-        assert read_json(str(meta / "tasks/fw/waits/task.json")) == {"init": 4321, "pid": 98765, "started": "nsinit"}
-        loop.record_starts(now + shared.START_RECORD_DELAY)
-        assert read_json(str(meta / "tasks/fw/runs/task.json")) == {"init": 4321, "pid": 98765, "started": "nsinit"}
-        assert not (meta / "tasks/fw/ends/task.json").exists()
-        assert not loop.unrecorded and made["runs"].unrecorded_start is None
     finally:
         loop.close()
 
