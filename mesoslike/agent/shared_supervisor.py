@@ -109,10 +109,6 @@ MAX_OUTBOX = 1 << 20
 CLEANUP_INTERVAL = 0.01
 #: how long it stays with no task and no agent connected before it ends (s)
 IDLE_LIMIT = 2.0
-#: how long a task whose init is the first process of its PID namespace, in cgroups, runs before its
-#: task.json is written (s): most tasks of a burst have ended by then, and a task that ended gets none
-#: (SharedSupervisor.started says why that is safe)
-START_RECORD_DELAY = 1.0
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -287,8 +283,7 @@ class SharedTask(sup.Supervisor):
         self.executing = False                  # the helper said the task executes
         self.awaiting = False                   # its init asked of the server, its pid not answered yet
         self.pending_kill: float | None = None  # a kill asked while awaiting: its grace
-        #: its task.json, not written yet: it had ended, or its writing is put off (SharedSupervisor.started)
-        self.unrecorded_start: dict | None = None
+        self.unrecorded_start: dict | None = None   # its task.json, not written: it had ended (started())
         #: the shared supervisor's tasks with a kill deadline (SharedSupervisor.killing), once it has one
         self.killing: dict[str, SharedTask] | None = None
         #: the memory cgroup files kept open from one pooled task to the next (a pooled task's: EndFiles)
@@ -572,8 +567,6 @@ class SharedSupervisor:
         #: its timeout and its SIGKILLs, not at every task (two passes over all of them a turn, each task's
         #: launch and end a few turns: O(tasks running) a task)
         self.killing: dict[str, SharedTask] = {}
-        #: the tasks whose task.json is put off (started), with when it is due, in that order (one delay)
-        self.unrecorded: collections.deque[tuple[float, SharedTask]] = collections.deque()
         #: the running tasks by the pid reaped here (their init's, for a task with namespaces): a task's
         #: end is found by waitid when SIGCHLD comes (reap_ended), not watched by a pidfd of its own in the
         #: epoll set (pidfd_open, two epoll_ctl and a close a task)
@@ -699,8 +692,6 @@ class SharedSupervisor:
                 wake = min(wake, task.kill_deadline)
         if self.cleaning:
             wake = min(wake, now + CLEANUP_INTERVAL)
-        if self.unrecorded:
-            wake = min(wake, self.unrecorded[0][0])
         for server, _ in self.servers.values():
             if server.pending:
                 wake = min(wake, server.oldest + server.TIMEOUT)
@@ -967,70 +958,26 @@ class SharedSupervisor:
         return server
 
     def started(self, task: SharedTask, pid: int) -> None:
-        """The task executes (``pid``: the host's): the agent told, and its
-        ``task.json`` written — or not yet:
-
-        - A task whose helper said in the same read that it has ended (a
-          short task: ``R`` and ``X`` come together) gets none unless its
-          end cannot be recorded at once (:meth:`reap`): its ``exit.json``
-          follows within this loop's turn.
-        - A task whose init is the first process of its PID namespace, in
-          cgroups, gets it once it has run for :data:`START_RECORD_DELAY`
-          (:meth:`record_starts`), and none if it ends before (most of a
-          burst's tasks): its ``exit.json`` is then its record. Until it
-          is written the run directory reads as it did before the init's
-          words were read (started, not yet said so): a restarted agent
-          reads ``task.json`` again at each look at its runs
-          (:meth:`.TaskExecutor.poll`) and learns the end as any
-          (:meth:`.TaskExecutor.recover`). Were this process to die
-          meanwhile, an agent that has restarted meanwhile too (one that
-          did not has the pid from the ``S`` line) would end the run as one
-          that never started (``LaunchFailed``, its executor terminated,
-          where it would have said ``TaskExit``): the task's cgroups,
-          which its init joined before it started the task, are killed
-          either way (:meth:`.TaskExecutor._outcome`), as every process
-          of the task is in them — what the pid in ``task.json`` would
-          have served to kill, without cgroups.
-
-        Four system calls and the record's encoding a task fewer
-        (``openat``, ``pwrite``, ``lseek``, ``close``: a new inode in a run
-        directory made new)."""
+        """The task executes (``pid``: the host's): its ``task.json``, and the agent told.
+        A task whose helper said in the same read that it has ended (a
+        short task: ``R`` and ``X`` come together) gets no ``task.json``
+        unless its end cannot be recorded at once (:meth:`reap`): its
+        ``exit.json`` follows within this loop's turn, and until it is
+        written the run directory reads as it did before the helper's
+        words were read (started, not yet said so) — to a restarted agent
+        too, which then learns the end as any (:meth:`.TaskExecutor.recover`).
+        Four system calls and a JSON encoding a task fewer."""
         record = {"pid": pid, "started": task.started_by}
         if task.started_by == "nsinit":
             record["init"] = task.task_pid   # the init of its namespaces (its supervisor, as far as it sees)
         if task.task_status is not None:
             task.unrecorded_start = record
-        elif task.started_by == "nsinit" and "pid" in task.launch["namespaces"] and task.launch["cgroups"]:
-            task.unrecorded_start = record
-            self.unrecorded.append((time.monotonic() + START_RECORD_DELAY, task))
-        else:
-            self.record_start(task, record)
-        self.tell(f"S {task.name} {pid}")
-
-    @staticmethod
-    def record_start(task: SharedTask, record: dict) -> None:
-        """Write the task's ``task.json``."""
-        pid, init = record["pid"], record.get("init")
-        if record["started"] == "nsinit" and type(pid) is int and type(init) is int:
+        elif task.started_by == "nsinit" and type(pid) is int and type(task.task_pid) is int:
             # write_run_file's bytes (json.dumps, sorted keys) made by formatting: a JSON encoding a start fewer
-            sup.overwrite(task.path(sup.TASK_FILE), b'{"init": %d, "pid": %d, "started": "nsinit"}' % (init, pid))
+            sup.overwrite(task.path(sup.TASK_FILE), b'{"init": %d, "pid": %d, "started": "nsinit"}' % (task.task_pid, pid))
         else:
             sup.write_run_file(task.path(sup.TASK_FILE), record)
-
-    def record_starts(self, now: float) -> None:
-        """Write the ``task.json`` put off (:meth:`started`) of the tasks
-        that still run :data:`START_RECORD_DELAY` after their start."""
-        unrecorded = self.unrecorded
-        while unrecorded and unrecorded[0][0] <= now:
-            task = unrecorded.popleft()[1]
-            record = task.unrecorded_start
-            if record is None or task.status is not None or self.tasks.get(task.name) is not task:
-                continue   # recorded already, or it has ended: its end is (or will be) its record
-            task.unrecorded_start = None
-            try:
-                self.record_start(task, record)
-            except OSError as exc:
-                sup.say(f"{task.name}: cannot write its task.json: {exc}")
+        self.tell(f"S {task.name} {pid}")
 
     def heard(self, task: SharedTask) -> None:
         """The init helper of ``task`` said something (or closed its pipe)."""
@@ -1169,7 +1116,7 @@ class SharedSupervisor:
         if not self.finish(task):
             if task.unrecorded_start is not None:   # its end waits for its cgroups: its start written now
                 try:
-                    self.record_start(task, task.unrecorded_start)
+                    sup.write_run_file(task.path(sup.TASK_FILE), task.unrecorded_start)
                 except OSError as exc:
                     sup.say(f"{task.name}: cannot write its task.json: {exc}")
                 task.unrecorded_start = None
@@ -1216,8 +1163,6 @@ class SharedSupervisor:
         return task.kill_cgroups()
 
     def deadlines(self, now: float) -> None:
-        if self.unrecorded:
-            self.record_starts(now)
         for name, task in list(self.killing.items()):
             if self.tasks.get(name) is not task or task.sigkill_sent or task.status is not None:
                 del self.killing[name]   # ended, reaped or SIGKILLed: no deadline left
