@@ -24,8 +24,8 @@ pytestmark = pytest.mark.timeout(60)
 FW = FrameworkInfo(name="demo", id="fw-1")
 
 
-def checkpoint(task_id: str, state: str = TaskState.RUNNING, uuid: str = "u-1") -> TaskCheckpoint:
-    status = TaskStatus(task_id=task_id, state=state, agent_id="a-1", uuid=uuid, framework_id=FW.id)
+def checkpoint(task_id: str, state: str = TaskState.RUNNING, uuid: str = "u-1", data: bytes = b"") -> TaskCheckpoint:
+    status = TaskStatus(task_id=task_id, state=state, agent_id="a-1", uuid=uuid, framework_id=FW.id, data=data)
     return TaskCheckpoint(FW, TaskInfo(task_id, "a-1", "true", Resources.parse("cpus:0.1;mem:16")), state,
                           [status])
 
@@ -91,10 +91,61 @@ def test_a_record_cut_short_at_the_end_is_dropped_and_the_others_recovered(tmp_p
     store.save_task(checkpoint("t1"))
     store.save_task(checkpoint("t2"))
     store.sync()
+    assert store.journal is not None
+    size = store.journal.size
     data = store.journal_path.read_bytes()
-    store.journal_path.write_bytes(data[:-5])        # a power loss during the last write
+    assert len(data) > size and not data[size:].strip(b"\0")   # the zeros written ahead
+    # a power loss during the last write of a journal without zeros ahead (an agent's of before): cut at its end
+    store.journal_path.write_bytes(data[:size - 5])
     tasks, errors = CheckpointStore(tmp_path).load_tasks()
     assert errors == [] and [t.task.task_id for t in tasks] == ["t1"]
+
+
+def test_a_torn_last_record_is_told_from_a_damaged_one_by_its_zeros(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save_task(checkpoint("t1", TaskState.STARTING, "u-1"))
+    store.save_task(checkpoint("t1", TaskState.RUNNING, "u-2", data=b"x" * 3000))   # spans sectors
+    store.sync()
+    assert store.journal is not None
+    size = store.journal.size
+    data = bytearray(store.journal_path.read_bytes())
+    start = data.rindex(b"\0t1", 0, size) - len(FW.id) - ckpt._FRAME.size   # the last record's header
+    # its sectors from the second on never reached the disk: torn, dropped; t1 is what was synced before
+    torn = bytearray(data)
+    boundary = (start // 512 + 1) * 512
+    torn[boundary:size] = bytes(size - boundary)
+    store.journal_path.write_bytes(bytes(torn))
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert errors == [] and [(t.task.task_id, t.state) for t in tasks] == [("t1", TaskState.STARTING)]
+    # zeros that begin inside a sector and end the record are damage, not a torn write: reported, t1 not recovered
+    damaged = bytearray(data)
+    damaged[size - 5:size] = bytes(5)
+    if damaged == data:   # (the record ended in zeros of its own: damage it otherwise)
+        damaged[size - 6] ^= 0xFF
+    store.journal_path.write_bytes(bytes(damaged))
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert tasks == [] and len(errors) == 1 and "corrupt" in errors[0].problem
+
+
+def test_a_stopped_agent_leaves_its_records_alone_and_a_running_one_appends_over_zeros(tmp_path, monkeypatch):
+    monkeypatch.setattr(ckpt, "PREALLOCATE", 4096)
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    journal = store.journal
+    assert journal is not None
+    sizes = set()
+    for i in range(40):   # past the zeros written ahead, more than once
+        store.save_task(checkpoint(f"t{i}", data=b"y" * 300))
+        store.sync()
+        on_disk = os.path.getsize(store.journal_path)
+        assert on_disk >= journal.size and on_disk - journal.size <= 4096
+        sizes.add(on_disk)
+    assert len(sizes) > 1   # the zeros were written ahead again as the records reached them
+    assert len(loaded(store)) == 40
+    size = journal.size
+    store.close_journal()   # a clean stop: the zeros cut off
+    assert os.path.getsize(store.journal_path) == size
+    assert len(loaded(store)) == 40
 
 
 def test_a_damaged_record_is_reported_and_its_task_is_not_recovered_from_an_older_one(tmp_path):
@@ -103,8 +154,9 @@ def test_a_damaged_record_is_reported_and_its_task_is_not_recovered_from_an_olde
     store.save_task(checkpoint("good"))
     store.save_task(checkpoint("bad", TaskState.RUNNING, "u-2"))
     store.sync()
+    assert store.journal is not None
     data = bytearray(store.journal_path.read_bytes())
-    data[-3] ^= 0xFF                                   # inside bad's last record
+    data[store.journal.size - 3] ^= 0xFF               # inside bad's last record
     store.journal_path.write_bytes(bytes(data))
     tasks, errors = CheckpointStore(tmp_path).load_tasks()
     assert [t.task.task_id for t in tasks] == ["good"]   # not bad as STARTING: that would be stale
@@ -180,13 +232,13 @@ def test_records_written_together_are_all_journalled_or_none(tmp_path, monkeypat
     store.save_tasks([checkpoint("t1", TaskState.STARTING, "u-1"), checkpoint("t2", TaskState.STARTING, "u-2")])
     assert journal.counters["records"] == 2
     size = journal.size
-    real_write = os.write
+    real_pwrite = os.pwrite
     # a disk that fills in the middle of the write: neither record is kept, not even the part written
-    monkeypatch.setattr(ckpt.os, "write", lambda fd, data: real_write(fd, bytes(data)[:len(data) // 2]))
+    monkeypatch.setattr(ckpt.os, "pwrite", lambda fd, data, at: real_pwrite(fd, bytes(data)[:len(data) // 2], at))
     with pytest.raises(OSError):
         store.save_tasks([checkpoint("t1", TaskState.RUNNING, "u-3"), checkpoint("t3")])
     monkeypatch.undo()
-    assert journal.size == size == os.path.getsize(store.journal_path)
+    assert journal.size == size == os.path.getsize(store.journal_path)   # cut back to the records
     tasks = loaded(store)
     assert sorted(tasks) == ["t1", "t2"] and tasks["t1"].state == TaskState.STARTING
 
