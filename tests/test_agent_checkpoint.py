@@ -224,6 +224,28 @@ def test_the_agent_file_keeps_the_masters_receipt_and_reads_one_written_without(
     assert store.load_agent() == ckpt.AgentFile("m-S2", "host-1", "")
 
 
+def test_a_task_forgotten_and_launched_again_in_one_turn_is_journalled_as_the_new_one(tmp_path):
+    from mesoslike.agent.commands import CheckpointTask, ForgetTask
+    from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.agent.settings import AgentSettings
+
+    runtime = AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", work_dir=tmp_path))
+    states = {"t1": TaskState.FINISHED}
+    runtime.core.task_checkpoint = lambda framework_id, task_id: checkpoint(task_id, states[task_id])  # type: ignore
+    runtime.checkpoints.start_journal([])
+    runtime._carry_out(None, [CheckpointTask(FW.id, "t1")])
+    runtime._send_outgoing()
+    assert [t.state for t in loaded(runtime.checkpoints).values()] == [TaskState.FINISHED]
+    states["t1"] = TaskState.STAGING   # its end acknowledged, and a task of the same id sent at once
+    runtime._carry_out(None, [ForgetTask(FW.id, "t1"), CheckpointTask(FW.id, "t1")])
+    runtime._launch_batch([])
+    assert [t.state for t in loaded(runtime.checkpoints).values()] == [TaskState.STAGING]
+    runtime._carry_out(None, [ForgetTask(FW.id, "t1")])
+    runtime._send_outgoing()
+    assert loaded(runtime.checkpoints) == {}
+    runtime.checkpoints.close_journal()
+
+
 def test_records_written_together_are_all_journalled_or_none(tmp_path, monkeypatch):
     store = CheckpointStore(tmp_path)
     store.start_journal([])
@@ -257,9 +279,12 @@ def test_a_tasks_checkpoints_asked_in_one_turn_are_journalled_once_as_it_is_then
     runtime._carry_out(None, [CheckpointTask(FW.id, "t1"), CheckpointTask(FW.id, "t2"), CheckpointTask(FW.id, "t3")])
     states["t1"] = TaskState.RUNNING
     runtime._carry_out(None, [CheckpointTask(FW.id, "t1"), ForgetTask(FW.id, "t3")])
-    assert journal.counters["records"] == 1            # the forget; the others wait for what depends on them
+    assert journal.counters["records"] == 0            # the forget too waits for the next records written
+    size = journal.size
     runtime._launch_batch([])                         # a launch (of none here) comes after them
-    assert journal.counters["records"] == 3
+    assert journal.counters["records"] == 3           # t3's forget first, then t1's and t2's, in one write
+    data = runtime.checkpoints.journal_path.read_bytes()[size:journal.size]
+    assert data.index(b"\0t3") < data.index(b"\0t1") < data.index(b"\0t2")
     tasks = loaded(runtime.checkpoints)
     assert sorted(tasks) == ["t1", "t2"] and tasks["t1"].state == TaskState.RUNNING
     runtime._carry_out(None, [CheckpointTask(FW.id, "t2")])

@@ -73,7 +73,7 @@ import shutil
 import struct
 import zlib
 from pathlib import Path
-from typing import ClassVar, Iterator, TextIO, TypeVar
+from typing import ClassVar, Iterator, Sequence, TextIO, TypeVar
 
 import attrs
 
@@ -248,10 +248,11 @@ class CheckpointStore:
         """Journal the task's checkpoint (written now, on disk after the next :meth:`sync`)."""
         self._open_journal().append_task(checkpoint)
 
-    def save_tasks(self, checkpoints: list[TaskCheckpoint]) -> None:
-        """:meth:`save_task` of each, in one write: all of them journalled, or
+    def save_tasks(self, checkpoints: list[TaskCheckpoint], forgotten: Sequence[TaskKey] = ()) -> None:
+        """:meth:`forget_task` of each of ``forgotten``, then :meth:`save_task` of
+        each of ``checkpoints``, in one write: all of them journalled, or
         (OSError) none."""
-        self._open_journal().append_tasks(checkpoints)
+        self._open_journal().append_tasks(checkpoints, forgotten)
 
     def forget_task(self, framework_id: str, task_id: str) -> None:
         """Journal that the task is forgotten."""
@@ -391,21 +392,27 @@ class TaskJournal:
     def append_task(self, checkpoint: TaskCheckpoint) -> None:
         self.append_tasks([checkpoint])
 
-    def append_tasks(self, checkpoints: list[TaskCheckpoint]) -> None:
-        """A record of each, in one ``write`` (a system call a record was
-        ~2.5 µs of the agent's CPU, five a task): all appended, or (OSError)
-        none — the journal cut back to where it was."""
-        records = [((checkpoint.framework.id, checkpoint.task.task_id), _task_record(checkpoint))
-                   for checkpoint in checkpoints]
+    def append_tasks(self, checkpoints: list[TaskCheckpoint], forgotten: Sequence[TaskKey] = ()) -> None:
+        """A forget record of each of ``forgotten``, then a record of each
+        checkpoint, in one ``write`` (a system call a record was ~2.5 µs of
+        the agent's CPU, five a task): all appended, or (OSError) none — the
+        journal cut back to where it was."""
+        records = [(key, _forget_record(key)) for key in forgotten]
+        records += [((checkpoint.framework.id, checkpoint.task.task_id), _task_record(checkpoint))
+                    for checkpoint in checkpoints]
+        if not records:
+            return
         self._append(records[0][1] if len(records) == 1 else b"".join(record for _, record in records),
                      len(records))
         live = self._live
-        for key, record in records:
+        for key in forgotten:
+            self._live_bytes -= len(live.pop(key, b""))
+        for key, record in records[len(forgotten):]:
             self._live_bytes += len(record) - len(live.get(key, b""))
             live[key] = record
 
     def append_forget(self, framework_id: str, task_id: str) -> None:
-        self._append(_frame((framework_id, task_id), CODEC.encode(ForgetFile(framework_id, task_id))))
+        self._append(_forget_record((framework_id, task_id)))
         self._live_bytes -= len(self._live.pop((framework_id, task_id), b""))
 
     def sync(self) -> bool:
@@ -479,6 +486,10 @@ def _frame(key: TaskKey, payload: bytes) -> bytes:
 
 def _key_bytes(key: TaskKey) -> bytes:
     return f"{key[0]}\0{key[1]}".encode("utf-8", "surrogatepass")
+
+
+def _forget_record(key: TaskKey) -> bytes:
+    return _frame(key, CODEC.encode(ForgetFile(*key)))
 
 
 def _task_record(checkpoint: TaskCheckpoint) -> bytes:
