@@ -42,8 +42,9 @@ grown past twice what its live records take (and 1 MiB), it is rewritten
 with only those (a new file, fsync, rename, fsync of the directory).
 
 The file is written ahead as zeros (:data:`PREALLOCATE` bytes past its
-records, at each rewrite and whenever the records reach the end) and the
-records overwrite them in place: a record appended changes no size, so a
+records, whenever a record reaches its end: the first after a start or a
+rewrite too) and the records overwrite them in place: a record appended
+changes no size, so a
 turn's ``fdatasync`` writes the record's blocks alone, not the file's
 inode too (on ext4 without a journal, one write to the disk fewer a
 turn: ~20 % of the fdatasync's CPU here, docs/performance.rst, "Stop 20:
@@ -105,9 +106,10 @@ _FRAME = struct.Struct(">III")
 COMPACT_RATIO = 2
 #: ... and at least this big
 COMPACT_MIN_BYTES = 1024 * 1024
-#: zeros written ahead past the records (see the module doc): at each rewrite, and each time the records reach
-#: the end (a 1 MiB write then, and one fdatasync that writes the inode: once every few hundred tasks)
-PREALLOCATE = 1024 * 1024
+#: zeros written ahead past the records (see the module doc) each time a record reaches the file's end: with it,
+#: in its write, and the next fdatasync writes the inode too (once every ~100 tasks). Not at a start or a rewrite:
+#: an agent that never runs a task writes none
+PREALLOCATE = 256 * 1024
 #: the granularity a torn write leaves zeros at (a disk's sector): a record that fails its checksum is one cut
 #: short only if its zeros begin at such a boundary
 _SECTOR = 512
@@ -374,12 +376,11 @@ class TaskJournal:
     @classmethod
     def _rewrite(cls, path: Path, live: dict[TaskKey, bytes],
                  counters: dict[str, int] | None = None) -> TaskJournal:
-        """A new journal holding ``live`` and :data:`PREALLOCATE` zeros after, durable (fsync, rename, fsync
-        of the directory)."""
+        """A new journal holding ``live``, durable (fsync, rename, fsync of the directory)."""
         data = JOURNAL_MAGIC + b"".join(live.values())
-        write_atomically(str(path), data + bytes(PREALLOCATE))
+        write_atomically(str(path), data)
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)   # written at offsets (pwrite): not O_APPEND
-        journal = cls(path, fd, len(data), live, len(data) + PREALLOCATE)
+        journal = cls(path, fd, len(data), live)
         if counters is not None:
             journal.counters = counters
         journal.counters["fsyncs"] += 2
