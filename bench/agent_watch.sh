@@ -6,7 +6,7 @@
 #
 #   python bench/throughput.py --only before_after --before /var/tmp/NAME-base --rounds 8 --out OUT.json &
 #   bench/agent_watch.sh $! /var/tmp/NAME-watch
-#   python bench/agent_watch_summary.py /var/tmp/NAME-watch --tasks 8000 --out bench/results/agent-watch-NAME.json
+#   python bench/agent_watch_summary.py /var/tmp/NAME-watch --tasks 8000 --after NAME-after --out bench/results/agent-watch-NAME.json
 set -u
 BENCH=$1
 OUT=$2

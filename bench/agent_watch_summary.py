@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Sums ``bench/agent_watch.sh``'s files: for each tree (the processes'
-working directory: ``--after`` names this tree's) and role (agent, master),
+working directory: a name with ``--after`` in it, ``after`` by default, is this tree's) and role (agent, master),
 the CPU (``task-clock``) and each system call counted, per task of the run
 (``--tasks``: rounds x tasks a round, each cluster's).
 
-    python bench/agent_watch_summary.py /var/tmp/NAME-watch --tasks 8000 --after agent29r --out bench/results/agent-watch-NAME.json
+    python bench/agent_watch_summary.py /var/tmp/NAME-watch --tasks 8000 --out bench/results/agent-watch-NAME.json
 """
 
 from __future__ import annotations
