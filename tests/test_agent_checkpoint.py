@@ -24,8 +24,8 @@ pytestmark = pytest.mark.timeout(60)
 FW = FrameworkInfo(name="demo", id="fw-1")
 
 
-def checkpoint(task_id: str, state: str = TaskState.RUNNING, uuid: str = "u-1") -> TaskCheckpoint:
-    status = TaskStatus(task_id=task_id, state=state, agent_id="a-1", uuid=uuid, framework_id=FW.id)
+def checkpoint(task_id: str, state: str = TaskState.RUNNING, uuid: str = "u-1", data: bytes = b"") -> TaskCheckpoint:
+    status = TaskStatus(task_id=task_id, state=state, agent_id="a-1", uuid=uuid, framework_id=FW.id, data=data)
     return TaskCheckpoint(FW, TaskInfo(task_id, "a-1", "true", Resources.parse("cpus:0.1;mem:16")), state,
                           [status])
 
@@ -91,10 +91,61 @@ def test_a_record_cut_short_at_the_end_is_dropped_and_the_others_recovered(tmp_p
     store.save_task(checkpoint("t1"))
     store.save_task(checkpoint("t2"))
     store.sync()
+    assert store.journal is not None
+    size = store.journal.size
     data = store.journal_path.read_bytes()
-    store.journal_path.write_bytes(data[:-5])        # a power loss during the last write
+    assert len(data) > size and not data[size:].strip(b"\0")   # the zeros written ahead
+    # a power loss during the last write of a journal without zeros ahead (an agent's of before): cut at its end
+    store.journal_path.write_bytes(data[:size - 5])
     tasks, errors = CheckpointStore(tmp_path).load_tasks()
     assert errors == [] and [t.task.task_id for t in tasks] == ["t1"]
+
+
+def test_a_torn_last_record_is_told_from_a_damaged_one_by_its_zeros(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save_task(checkpoint("t1", TaskState.STARTING, "u-1"))
+    store.save_task(checkpoint("t1", TaskState.RUNNING, "u-2", data=b"x" * 3000))   # spans sectors
+    store.sync()
+    assert store.journal is not None
+    size = store.journal.size
+    data = bytearray(store.journal_path.read_bytes())
+    start = data.rindex(b"\0t1", 0, size) - len(FW.id) - ckpt._FRAME.size   # the last record's header
+    # its sectors from the second on never reached the disk: torn, dropped; t1 is what was synced before
+    torn = bytearray(data)
+    boundary = (start // 512 + 1) * 512
+    torn[boundary:size] = bytes(size - boundary)
+    store.journal_path.write_bytes(bytes(torn))
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert errors == [] and [(t.task.task_id, t.state) for t in tasks] == [("t1", TaskState.STARTING)]
+    # zeros that begin inside a sector and end the record are damage, not a torn write: reported, t1 not recovered
+    damaged = bytearray(data)
+    damaged[size - 5:size] = bytes(5)
+    if damaged == data:   # (the record ended in zeros of its own: damage it otherwise)
+        damaged[size - 6] ^= 0xFF
+    store.journal_path.write_bytes(bytes(damaged))
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert tasks == [] and len(errors) == 1 and "corrupt" in errors[0].problem
+
+
+def test_a_stopped_agent_leaves_its_records_alone_and_a_running_one_appends_over_zeros(tmp_path, monkeypatch):
+    monkeypatch.setattr(ckpt, "PREALLOCATE", 4096)
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    journal = store.journal
+    assert journal is not None
+    sizes = set()
+    for i in range(40):   # past the zeros written ahead, more than once
+        store.save_task(checkpoint(f"t{i}", data=b"y" * 300))
+        store.sync()
+        on_disk = os.path.getsize(store.journal_path)
+        assert on_disk >= journal.size and on_disk - journal.size <= 4096
+        sizes.add(on_disk)
+    assert len(sizes) > 1   # the zeros were written ahead again as the records reached them
+    assert len(loaded(store)) == 40
+    size = journal.size
+    store.close_journal()   # a clean stop: the zeros cut off
+    assert os.path.getsize(store.journal_path) == size
+    assert len(loaded(store)) == 40
 
 
 def test_a_damaged_record_is_reported_and_its_task_is_not_recovered_from_an_older_one(tmp_path):
@@ -103,8 +154,9 @@ def test_a_damaged_record_is_reported_and_its_task_is_not_recovered_from_an_olde
     store.save_task(checkpoint("good"))
     store.save_task(checkpoint("bad", TaskState.RUNNING, "u-2"))
     store.sync()
+    assert store.journal is not None
     data = bytearray(store.journal_path.read_bytes())
-    data[-3] ^= 0xFF                                   # inside bad's last record
+    data[store.journal.size - 3] ^= 0xFF               # inside bad's last record
     store.journal_path.write_bytes(bytes(data))
     tasks, errors = CheckpointStore(tmp_path).load_tasks()
     assert [t.task.task_id for t in tasks] == ["good"]   # not bad as STARTING: that would be stale
@@ -172,6 +224,28 @@ def test_the_agent_file_keeps_the_masters_receipt_and_reads_one_written_without(
     assert store.load_agent() == ckpt.AgentFile("m-S2", "host-1", "")
 
 
+def test_a_task_forgotten_and_launched_again_in_one_turn_is_journalled_as_the_new_one(tmp_path):
+    from mesoslike.agent.commands import CheckpointTask, ForgetTask
+    from mesoslike.agent.runtime import AgentRuntime
+    from mesoslike.agent.settings import AgentSettings
+
+    runtime = AgentRuntime(AgentSettings(master="tcp://127.0.0.1:5050", work_dir=tmp_path))
+    states = {"t1": TaskState.FINISHED}
+    runtime.core.task_checkpoint = lambda framework_id, task_id: checkpoint(task_id, states[task_id])  # type: ignore
+    runtime.checkpoints.start_journal([])
+    runtime._carry_out(None, [CheckpointTask(FW.id, "t1")])
+    runtime._send_outgoing()
+    assert [t.state for t in loaded(runtime.checkpoints).values()] == [TaskState.FINISHED]
+    states["t1"] = TaskState.STAGING   # its end acknowledged, and a task of the same id sent at once
+    runtime._carry_out(None, [ForgetTask(FW.id, "t1"), CheckpointTask(FW.id, "t1")])
+    runtime._launch_batch([])
+    assert [t.state for t in loaded(runtime.checkpoints).values()] == [TaskState.STAGING]
+    runtime._carry_out(None, [ForgetTask(FW.id, "t1")])
+    runtime._send_outgoing()
+    assert loaded(runtime.checkpoints) == {}
+    runtime.checkpoints.close_journal()
+
+
 def test_records_written_together_are_all_journalled_or_none(tmp_path, monkeypatch):
     store = CheckpointStore(tmp_path)
     store.start_journal([])
@@ -180,13 +254,13 @@ def test_records_written_together_are_all_journalled_or_none(tmp_path, monkeypat
     store.save_tasks([checkpoint("t1", TaskState.STARTING, "u-1"), checkpoint("t2", TaskState.STARTING, "u-2")])
     assert journal.counters["records"] == 2
     size = journal.size
-    real_write = os.write
+    real_pwrite = os.pwrite
     # a disk that fills in the middle of the write: neither record is kept, not even the part written
-    monkeypatch.setattr(ckpt.os, "write", lambda fd, data: real_write(fd, bytes(data)[:len(data) // 2]))
+    monkeypatch.setattr(ckpt.os, "pwrite", lambda fd, data, at: real_pwrite(fd, bytes(data)[:len(data) // 2], at))
     with pytest.raises(OSError):
         store.save_tasks([checkpoint("t1", TaskState.RUNNING, "u-3"), checkpoint("t3")])
     monkeypatch.undo()
-    assert journal.size == size == os.path.getsize(store.journal_path)
+    assert journal.size == size == os.path.getsize(store.journal_path)   # cut back to the records
     tasks = loaded(store)
     assert sorted(tasks) == ["t1", "t2"] and tasks["t1"].state == TaskState.STARTING
 
@@ -205,9 +279,12 @@ def test_a_tasks_checkpoints_asked_in_one_turn_are_journalled_once_as_it_is_then
     runtime._carry_out(None, [CheckpointTask(FW.id, "t1"), CheckpointTask(FW.id, "t2"), CheckpointTask(FW.id, "t3")])
     states["t1"] = TaskState.RUNNING
     runtime._carry_out(None, [CheckpointTask(FW.id, "t1"), ForgetTask(FW.id, "t3")])
-    assert journal.counters["records"] == 1            # the forget; the others wait for what depends on them
+    assert journal.counters["records"] == 0            # the forget too waits for the next records written
+    size = journal.size
     runtime._launch_batch([])                         # a launch (of none here) comes after them
-    assert journal.counters["records"] == 3
+    assert journal.counters["records"] == 3           # t3's forget first, then t1's and t2's, in one write
+    data = runtime.checkpoints.journal_path.read_bytes()[size:journal.size]
+    assert data.index(b"\0t3") < data.index(b"\0t1") < data.index(b"\0t2")
     tasks = loaded(runtime.checkpoints)
     assert sorted(tasks) == ["t1", "t2"] and tasks["t1"].state == TaskState.RUNNING
     runtime._carry_out(None, [CheckpointTask(FW.id, "t2")])

@@ -539,7 +539,9 @@ class TaskExecutor:
         # not a random draw a recycled run (a getrandom system call each)
         spare_prefix = f"{self._spare_root}/{os.urandom(8).hex()}-"
         self._spare_names = (f"{spare_prefix}{number:x}" for number in itertools.count())
-        self._ended_run_dirs: dict[Path, bool] = {}   # run directory -> whether its run was plain
+        # (framework, task) -> the run directory of its ended run and whether that run was plain: keyed by the
+        # ids, not the Path (a Path hashed and compared, three times a task, was ~3 % of an agent's Python)
+        self._ended_run_dirs: dict[tuple[str, str], tuple[Path, bool]] = {}
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
@@ -782,7 +784,7 @@ class TaskExecutor:
                 self.write_agent_pid()
             sandbox = self._make_sandbox(framework_id, task.task_id)
             run_dir = self._task_paths(framework_id, task.task_id)[1]
-            self._make_run_dir(run_dir)
+            self._make_run_dir(run_dir, key)
             self._framework_run_dirs[framework_id] = self._framework_run_dirs.get(framework_id, 0) + 1
             spec = self._container_spec(framework_id, task, launch.agent_id, sandbox, run_dir)
             self.sandbox_owners.record(sandbox.parent.name, launch.principal)
@@ -1289,7 +1291,7 @@ class TaskExecutor:
         if run.forget:
             self._recycle(run.run_dir, run.plain)
         else:
-            self._ended_run_dirs[run.run_dir] = run.plain   # no process of it writes there any more
+            self._ended_run_dirs[key] = (run.run_dir, run.plain)   # no process of it writes there any more
         return events
 
     def _outcome(self, key: tuple[str, str], run: _Run) -> ExecutorEvent:
@@ -1463,15 +1465,17 @@ class TaskExecutor:
         left = self._framework_run_dirs.pop(framework_id, 0) - 1
         if left > 0:
             self._framework_run_dirs[framework_id] = left
-        run = self._runs.get((framework_id, task_id))
+        key = (framework_id, task_id)
+        run = self._runs.get(key)
         if run is not None:
             run.forget = True
             return
-        run_dir = self._task_paths(framework_id, task_id)[1]
-        plain = self._ended_run_dirs.pop(run_dir, None)
-        if plain is not None:
-            self._recycle(run_dir, plain)
+        ended = self._ended_run_dirs.pop(key, None)
+        if ended is not None:
+            run_dir = ended[0]
+            self._recycle(run_dir, ended[1])
         else:
+            run_dir = self._task_paths(framework_id, task_id)[1]
             self.run_dir_remover.discard(run_dir)   # off the agent's loop (gc.RunDirRemover)
         if left > 0:   # (a failed rmdir of a framework's directory still in use was ~10 µs a task)
             return
@@ -1511,11 +1515,12 @@ class TaskExecutor:
             self._spares = [str(entry) for entry in self.spare_root.iterdir() if entry.is_dir()]
         return self._spares
 
-    def _make_run_dir(self, run_dir: Path) -> None:
-        """``run_dir``, empty of an earlier run's files: a spare renamed into
+    def _make_run_dir(self, run_dir: Path, key: tuple[str, str]) -> None:
+        """``run_dir`` (of the task ``key``), empty of an earlier run's files: a spare renamed into
         place if there is one (its files emptied, not removed: see
         :meth:`_recycle`), else made."""
-        self._ended_run_dirs.pop(run_dir, None)
+        if self._ended_run_dirs:
+            self._ended_run_dirs.pop(key, None)
         spares = self._spare_run_dirs()
         if spares:
             spare = spares.pop()

@@ -311,6 +311,10 @@ class AgentRuntime:
         #: tasks the core asked to checkpoint since their records were last written: each journalled once,
         #: with what it is then, before anything that depends on it (_write_checkpoints)
         self._checkpoints_due: dict[tuple[str, str], None] = {}
+        #: tasks forgotten since the records were last written: their forget records go first in that write
+        #: (a write of their own each was a system call a task); one not written when the agent is killed is
+        #: a forget lost, as one that cannot be written: the restarted agent reports the task's end again
+        self._forgets_due: list[tuple[str, str]] = []
         self._lock = threading.RLock()   # the loop's state, for the HTTP threads
         #: what the HTTP endpoints read of this agent
         self.views = AgentViews(self, self._lock)
@@ -744,9 +748,10 @@ class AgentRuntime:
             elif isinstance(command, ForgetTask):
                 # its record due, if any, is superseded by the forget (its run directory goes next: the
                 # other tasks' records do not depend on that)
-                self._checkpoints_due.pop((command.framework_id, command.task_id), None)
-                self._checkpoint_failed.pop((command.framework_id, command.task_id), None)
-                self._forget_checkpoint(command.framework_id, command.task_id)
+                key = (command.framework_id, command.task_id)
+                self._checkpoints_due.pop(key, None)
+                self._checkpoint_failed.pop(key, None)
+                self._forgets_due.append(key)   # journalled with the next records written, before them
                 self.executor.forget(command.framework_id, command.task_id)
             elif isinstance(command, CheckpointAgent):
                 self._write_checkpoints()
@@ -766,7 +771,7 @@ class AgentRuntime:
         "Batching"). Sent after the checkpoints the core asked for before
         them, as every send now comes after the turn's other commands.
         The records due are written first, sends or none."""
-        if self._checkpoints_due:
+        if self._checkpoints_due or self._forgets_due:
             self._write_checkpoints()
         if self._executor_outgoing:
             self._send_to_executors()
@@ -910,11 +915,14 @@ class AgentRuntime:
 
     def _write_checkpoints(self) -> None:
         """Journal each task noted by a :class:`CheckpointTask` since the last
-        call, once, as it is now (see :meth:`_carry_out`)."""
-        due = self._checkpoints_due
-        if not due:
+        call, once, as it is now (see :meth:`_carry_out`), after the tasks
+        forgotten since (a task forgotten and then launched again under its id
+        ends with its new record)."""
+        due, forgotten = self._checkpoints_due, self._forgets_due
+        if not due and not forgotten:
             return
         self._checkpoints_due = {}
+        self._forgets_due = []
         task_checkpoint = self.core.task_checkpoint
         keys, checkpoints = [], []
         for key in due:
@@ -922,11 +930,13 @@ class AgentRuntime:
             if checkpoint is not None:
                 keys.append(key)
                 checkpoints.append(checkpoint)
-        if not checkpoints:
+        if not checkpoints and not forgotten:
             return
         try:
-            self.checkpoints.save_tasks(checkpoints)   # one write for them all
+            self.checkpoints.save_tasks(checkpoints, forgotten)   # one write for them all
         except OSError:   # none written: each on its own, so that those that can be are, and each failure is told
+            for key in forgotten:
+                self._forget_checkpoint(*key)
             for key in keys:
                 self._checkpoint_task(*key)
             return
