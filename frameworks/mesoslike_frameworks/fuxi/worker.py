@@ -883,7 +883,7 @@ def main(argv: list[str] | None = None) -> int:
                         env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout,
                         token=token, agent_id=env.get("MESOSLIKE_AGENT_ID", ""),
                         keys=keys, appmaster_key=appmaster_key)
-    except (ValueError, MesoslikeError) as exc:
+    except (ValueError, OSError, MesoslikeError) as exc:   # (OSError: libzmq not found, a key not z85)
         print(f"fuxi worker: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: worker.stop("killed (SIGTERM)"))

@@ -113,6 +113,8 @@ class _Library:
                 ("zmq_socket_monitor", integer, [pointer, ctypes.c_char_p, integer]),
                 ("zmq_send", integer, [pointer, ctypes.c_char_p, size, integer]),
                 ("zmq_recv", integer, [pointer, pointer, size, integer]),
+                ("zmq_msg_init", integer, [pointer]), ("zmq_msg_close", integer, [pointer]),
+                ("zmq_msg_recv", integer, [pointer, pointer, integer]), ("zmq_msg_data", pointer, [pointer]),
                 ("zmq_poll", integer, [pointer, integer, ctypes.c_long]),
                 ("zmq_errno", integer, []), ("zmq_strerror", ctypes.c_char_p, [integer])):
             function = getattr(lib, name)
@@ -187,7 +189,10 @@ class Connection:
         if keys is not None and server_key is not None:
             self._options += [(_CURVE_SERVERKEY, server_key), (_CURVE_PUBLICKEY, keys.public),
                               (_CURVE_SECRETKEY, keys.secret)]
-        self._buffer = ctypes.create_string_buffer(codec.max_message_size + 1)
+        #: the frame being read (a zmq_msg_t: 64 bytes, pointer-aligned), reused — no buffer of the frame
+        #: limit's size (1 MiB zeroed at the start, ~0.5 ms of CPU and 1 MiB resident a worker)
+        self._message = (ctypes.c_uint64 * 8)()
+        self._lib.lib.zmq_msg_init(self._message)
         self._event = ctypes.create_string_buffer(64)
         self._more = ctypes.c_int(0)
         self._more_size = ctypes.c_size_t(ctypes.sizeof(self._more))
@@ -329,15 +334,13 @@ class Connection:
     def receive(self) -> Iterator[tuple[None, object]]:
         """Every frame waiting now, decoded; a bad frame yields the codec's error."""
         self.watch()
-        size = len(self._buffer)
+        lib = self._lib.lib
         while self._socket is not None:
-            got = self._lib.lib.zmq_recv(self._socket, self._buffer, size, _DONTWAIT)
+            got = lib.zmq_msg_recv(self._message, self._socket, _DONTWAIT)   # (a frame over MAXMSGSIZE never is)
             if got < 0:
                 return
-            if got >= size:   # (MAXMSGSIZE ends such a connection before: never read)
-                continue
             try:
-                yield None, self.codec.decode(ctypes.string_at(self._buffer, got))
+                yield None, self.codec.decode(ctypes.string_at(lib.zmq_msg_data(self._message), got))
             except self.codec.error as exc:
                 yield None, exc
 
@@ -346,6 +349,7 @@ class Connection:
         if self._socket is not None and self._monitor is not None:
             self._close_sockets(self._socket, self._monitor, max(0, int(linger * 1000)))
             self._socket = self._monitor = None
+            self._lib.lib.zmq_msg_close(self._message)
 
 
 class Waker:
