@@ -248,8 +248,10 @@ class Connection:
         old = self._socket, self._monitor
         try:
             self._connect()
-        except OSError as exc:
-            self._log("ERROR", f"cannot connect anew to {self.address} ({exc}): keeping the old connection")
+        except OSError as exc:   # (the process's file or socket limit): the old one kept, tried again later
+            self._log("ERROR", f"cannot connect anew to {self.address} ({exc}): keeping the old connection, "
+                               f"trying again in {self._reconnect_max:g}s")
+            self.retry_at = time.monotonic() + self._reconnect_max
             return False
         self._close_sockets(*old, 0)
         return True
