@@ -136,12 +136,12 @@ def test_a_worker_tries_its_appmaster_again_at_least_every_tenth_of_a_second(mon
 
     made: list[dict] = []
 
-    class Recording(worker.Client):
+    class Recording(worker.Connection):
         def __init__(self, *args, **kwargs) -> None:
             made.append(kwargs)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(worker, "Client", Recording)
+    monkeypatch.setattr(worker, "Connection", Recording)
     it = worker.Worker("tcp://127.0.0.1:1", "job-1.u.0", "u", "h", sandbox=tmp_path)
     try:
         assert made and made[0].get("reconnect_max", 2.0) <= 0.1

@@ -49,7 +49,8 @@ from typing import NoReturn
 from mesoslike import Clock, MesoslikeError, SystemClock
 from mesoslike_frameworks.fuxi import flush_before_os_exit
 from mesoslike_frameworks.fuxi import worker_wire as wire
-from mesoslike.transport import Client, CurveKeys, Poller, Waker, flush_before_exit, small_frames_only
+from mesoslike_frameworks.fuxi.worker_libzmq import (Connection, KeyPair, Poller, Waker, WorkerKeys,
+                                                     flush_before_exit)
 
 __all__ = ["Worker", "main", "SHELL", "read_secret", "TOKEN_FILE_ENV", "SECRET_KEY_FILE_ENV"]
 
@@ -120,6 +121,11 @@ class WorkerLog:
 
 log = WorkerLog()
 
+
+def _log_line(level: str, text: str) -> None:
+    """The worker's connection's warnings and errors, in the worker's log."""
+    (log.error if level == "ERROR" else log.warning)("%s", text)
+
 SHELL = "/bin/sh"
 #: bytes of an instance's stderr quoted in a DONE message
 STDERR_TAIL = 600
@@ -150,24 +156,19 @@ RECONNECT_MIN = 0.02
 QUICK_WATCH = 0.05
 
 
-class _Descriptor(Waker):
+class _Descriptor:
     """A descriptor of the running instance — its stdout pipe, its pidfd —
-    that the worker's :class:`~mesoslike.transport.Poller` waits on with
-    the AppMaster's socket (the poller takes a waker's descriptor; this one
-    is the instance's, read by the worker's loop, so nothing is cleared and
-    nothing is made or closed here)."""
+    that the worker's :class:`~.worker_libzmq.Poller` waits on with the
+    AppMaster's socket; the instance's, read by the worker's loop: nothing is
+    made, cleared or closed here."""
 
-    def __init__(self, fd: int) -> None:   # (no pipe of its own: not Waker.__init__)
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
         self._fd = fd
 
     def fileno(self) -> int:
         return self._fd
-
-    def clear(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class _Output:
@@ -228,7 +229,7 @@ class Worker:
     def __init__(self, appmaster: str, slot: str, unit: str, hostname: str, room: str = "", *,
                  sandbox: str | os.PathLike = ".", clock: Clock | None = None, kill_grace: float = 2.0,
                  orphan_timeout: float = 300.0, interval: float = wire.HEARTBEAT_INTERVAL, token: str = "",
-                 agent_id: str = "", keys: CurveKeys | None = None, appmaster_key: bytes | None = None) -> None:
+                 agent_id: str = "", keys: KeyPair | None = None, appmaster_key: bytes | None = None) -> None:
         self.appmaster = appmaster
         self.slot, self.unit, self.hostname, self.room = slot, unit, hostname, room
         self.token, self.agent_id = token, agent_id
@@ -252,9 +253,9 @@ class Worker:
         self._stop: str | None = None        # why the worker stops (SIGTERM) or None
         self._exit: int | None = None
         # with keys: the job's workers' pair, and its AppMaster's public key (that AppMaster only)
-        self._client = Client(appmaster, codec=wire.CODEC, identity=slot.encode(), keys=keys,
-                              server_key=appmaster_key, reconnect_max=RECONNECT_MAX,
-                              reconnect_min=RECONNECT_MIN)
+        self._client = Connection(appmaster, codec=wire.CODEC, identity=slot.encode(), keys=keys,
+                                  server_key=appmaster_key, reconnect_max=RECONNECT_MAX,
+                                  reconnect_min=RECONNECT_MIN, log=_log_line)
         self._poller = Poller([self._client, self._waker])   # one for the worker's life, not one per wait
         keep_descriptors_from_instances()
 
@@ -871,19 +872,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fuxi worker: FUXI_LOG_LEVEL: {exc}", file=sys.stderr)
         return 2
     env = os.environ
-    small_frames_only()   # its AppMaster's ASSIGNs and ACKs: no ctypes nor mallopt at its first socket
     try:
         orphan_timeout = float(env.get("FUXI_ORPHAN_TIMEOUT", "300"))
         public = env.get("FUXI_WORKER_PUBLIC_KEY", "")
         secret = read_secret(env, SECRET_KEY_FILE_ENV, "FUXI_WORKER_SECRET_KEY")
         token = read_secret(env, TOKEN_FILE_ENV, "FUXI_WORKER_TOKEN")
-        keys = CurveKeys(public.encode(), secret.encode()) if public and secret else None
+        keys = WorkerKeys(public.encode(), secret.encode()) if public and secret else None
         appmaster_key = env.get("FUXI_APPMASTER_KEY", "").encode() or None
         worker = Worker(env["FUXI_APPMASTER"], env["FUXI_SLOT_ID"], env["FUXI_UNIT"], env["FUXI_HOSTNAME"],
                         env.get("FUXI_ROOM", ""), sandbox=os.getcwd(), orphan_timeout=orphan_timeout,
                         token=token, agent_id=env.get("MESOSLIKE_AGENT_ID", ""),
                         keys=keys, appmaster_key=appmaster_key)
-    except (ValueError, MesoslikeError) as exc:
+    except (ValueError, OSError, MesoslikeError) as exc:   # (OSError: libzmq not found, a key not z85)
         print(f"fuxi worker: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: worker.stop("killed (SIGTERM)"))
@@ -897,7 +897,7 @@ def main_and_exit() -> NoReturn:
     """:func:`main`, then out of the process without the interpreter's
     teardown (~6 ms of CPU a worker, 16 workers a job of 16 slots): its log
     flushed, and what its socket still holds (closed with a linger) given
-    up to 0.6 s to go out (:func:`mesoslike.transport.flush_before_exit`;
+    up to 0.6 s to go out (:func:`.worker_libzmq.flush_before_exit`;
     a plain exit does not wait: pyzmq leaves its context alone at exit)."""
     code = main()
     flush_before_os_exit()
