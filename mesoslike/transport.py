@@ -984,6 +984,9 @@ class Client(_Endpoint):
         self._handshake_failures: deque[str] = deque(maxlen=_HANDSHAKE_CUTS_REFUSED)
         #: when to try a refused handshake again (see :meth:`_watch`)
         self._handshake_retry_at: float | None = None
+        #: frames the socket had taken in when it was made anew (_reconnect), for receive_frames: a server
+        #: that sends its last frames and goes has them and the drop's event waiting together
+        self._pending: list[bytes] = []
         self._monitor = self._connect()
         self._sockets = _MonitoredSocket(self._socket, self._monitor)
         #: closes the sockets in the safe order if this client is dropped unclosed (not at exit: the
@@ -1091,6 +1094,11 @@ class Client(_Endpoint):
             log.error("cannot connect anew to %s (%s): keeping the old connection, trying again in %gs",
                       self.address, exc, self._reconnect_max_ms / 1000)
             return
+        while True:   # what the old socket took in is the server's (at most its receive high-water mark)
+            try:
+                self._pending.append(old.recv(_NOBLOCK))
+            except zmq.ZMQError:
+                break
         _MonitoredSocket(old, old_monitor).close()
         self._sockets.socket, self._sockets.monitor = self._socket, self._monitor
         _socket_generation += 1
@@ -1103,7 +1111,8 @@ class Client(_Endpoint):
         (the server's ROUTER hands the identity over to the new connection):
         a fresh TCP connection, not the old one stalled in the kernel's
         retransmission backoff after a network partition (19-28 s once it
-        heals). What waited in the old socket's queue is lost. Not counted in
+        heals). What waited to be sent in the old socket's queue is lost
+        (what it had taken in is still read). Not counted in
         :meth:`connections`: the caller knows."""
         if not self._closed:
             self._reconnect(counted=False)
@@ -1146,6 +1155,10 @@ class Client(_Endpoint):
     def receive_frames(self) -> Iterator[tuple[None, bytes]]:
         """Every frame waiting now, not decoded."""
         self._watch()
+        if self._pending:   # the old socket's, before the new one's
+            pending, self._pending = self._pending, []
+            for frame in pending:
+                yield None, frame
         while True:
             try:
                 yield None, self._socket.recv(_NOBLOCK)
@@ -1300,6 +1313,9 @@ class Poller:
             last_queued = queued
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             step = left if not queued else retry if left is None else min(left, retry)
+            kept = [item for item in endpoints if isinstance(item, Client) and item._pending]
+            if kept:   # frames kept from a socket made anew are ready now
+                step = 0.0
             ready: list[Pollable] = []
             for key, _ in self._poller.poll(_millis(step)):
                 item, monitor = self._keys[key]
@@ -1308,6 +1324,8 @@ class Poller:
                     item._watch()
                 else:
                     ready.append(item)
+            ready += [item for item in endpoints
+                      if isinstance(item, Client) and item._pending and item not in ready]
             # a poll woken only by a client's monitor (a handshake, a
             # reconnect) waits on for what is left of the timeout
             if ready or (deadline is not None and time.monotonic() >= deadline):

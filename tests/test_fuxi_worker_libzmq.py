@@ -136,6 +136,43 @@ def test_a_frame_over_the_limit_is_not_read_and_the_connection_is_made_anew(pair
         server.close()
 
 
+def _monitor_readable(connection: Connection) -> bool:
+    """Whether the connection's monitor has an event waiting (looked at, not read)."""
+    import ctypes
+
+    from mesoslike_frameworks.fuxi import worker_libzmq
+    item = (worker_libzmq._PollItem * 1)()
+    item[0].socket, item[0].fd, item[0].events = connection.monitor, -1, 1
+    return worker_libzmq.library().lib.zmq_poll(ctypes.cast(item, ctypes.c_void_p), 1, 50) > 0
+
+
+def test_the_last_frames_before_a_drop_are_read_from_the_socket_made_anew(pairs, free_address):
+    # an AppMaster that says RELEASE and exits: the frame and the drop's event wait together when the worker
+    # wakes (a loaded machine); the socket is made anew for the drop, and the frame must not go with the old one
+    appmaster, worker, keys = pairs
+    server = Server(free_address, codec=Frames(1 << 20), keys=appmaster,
+                    authenticator=Authenticator({worker.public: "workers"}))
+    connection = connect(free_address, keys, appmaster.public)
+    poller = Poller([connection])
+    frames = server_frames(server)
+    try:
+        connection.send(b"HELLO")
+        peer = wait_until(lambda: frames() and frames()[0][0], lambda: None, "HELLO")
+        connection.watch()   # the handshake's event read: the next is the drop's
+        assert not _monitor_readable(connection)
+        assert server.send(peer, b"RELEASE")
+        server.close(linger=1.0)   # the frame goes out, then the connection closes
+        # nothing read until the drop's event waits too (its frame came before it)
+        wait_until(lambda: _monitor_readable(connection), lambda: None, "the drop's event")
+        got: list = []
+        wait_until(lambda: got, lambda: got.extend(m for _, m in connection.receive())
+                   if connection in poller.poll(0.05) else None, "RELEASE")
+        assert got == [b"RELEASE"] and connection.generation >= 2   # read, though the socket was made anew
+    finally:
+        connection.close()
+        server.close()
+
+
 def test_a_waker_wakes_the_poll_and_is_cleared_by_it():
     waker = Waker()
     poller = Poller([waker])

@@ -440,3 +440,29 @@ def test_a_client_nobody_polls_never_stops_the_processs_zeromq():
         list(flapping.receive())   # its owner reads at last (what a stopped I/O thread waits for, before close)
         flapping.close()
         listener.close()
+
+
+def test_a_servers_last_frames_before_it_goes_are_read_though_the_client_makes_its_socket_anew():
+    # a server that answers and goes (an AppMaster's RELEASE, a master's last update before it exits): the frame
+    # and the drop's monitor event wait together when the client looks (a loaded machine); the dropped
+    # connection's socket is made anew, and what it had taken in is still read — not closed with it
+    server = Server("tcp://127.0.0.1:0")
+    client = Client(server.address)
+    poller = Poller([client])
+    try:
+        client.send(m.Ping("hello"))
+        peer, _ = receive_one(server)
+        client._watch()   # the connection's events so far read: the next is the drop's
+        assert not client._monitor.poll(0)
+        server.send(peer, m.Pong("last"))
+        server.close(linger=1.0)
+        assert client._monitor.poll(10_000), "no drop event"   # nothing read until the drop waits too
+        got: list = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            if client in poller.poll(0.05):
+                got += [message for _, message in client.receive()]
+        assert got == [m.Pong("last")] and client.stats.reconnects == 1
+    finally:
+        client.close()
+        server.close()

@@ -207,6 +207,8 @@ class Connection:
         self.generation = 0
         self._socket: int | None = None
         self._monitor: int | None = None
+        #: frames the socket had taken in before it was made anew (:meth:`_renew`), for :meth:`receive`
+        self._pending: list[bytes] = []
         self._connect()
 
     # --------------------------------------------------------------- sockets
@@ -253,8 +255,29 @@ class Connection:
                                f"trying again in {self._reconnect_max:g}s")
             self.retry_at = time.monotonic() + self._reconnect_max
             return False
+        self._drain(old[0])
         self._close_sockets(*old, 0)
         return True
+
+    def _drain(self, socket: int) -> None:
+        """What ``socket`` has taken in, kept for :meth:`receive`: a
+        connection that drops after its last frames came (an AppMaster that
+        says RELEASE and exits) has the frames and the drop's event waiting
+        together, and the frames are the protocol's — a socket closed with
+        them unread lost the RELEASE, and the worker was killed at the end
+        of its release grace instead of exiting. At most ZeroMQ's receive
+        queue (its high-water mark) is ever there."""
+        lib = self._lib.lib
+        while True:
+            got = lib.zmq_msg_recv(self._message, socket, _DONTWAIT)
+            if got < 0:
+                return
+            self._pending.append(ctypes.string_at(lib.zmq_msg_data(self._message), got))
+
+    @property
+    def pending(self) -> bool:
+        """Whether frames of a socket made anew wait for :meth:`receive`."""
+        return bool(self._pending)
 
     @property
     def socket(self) -> int | None:
@@ -336,6 +359,13 @@ class Connection:
     def receive(self) -> Iterator[tuple[None, object]]:
         """Every frame waiting now, decoded; a bad frame yields the codec's error."""
         self.watch()
+        if self._pending:   # the old socket's, before the new one's
+            pending, self._pending = self._pending, []
+            for frame in pending:
+                try:
+                    yield None, self.codec.decode(frame)
+                except self.codec.error as exc:
+                    yield None, exc
         lib = self._lib.lib
         while self._socket is not None:
             got = lib.zmq_msg_recv(self._message, self._socket, _DONTWAIT)   # (a frame over MAXMSGSIZE never is)
@@ -440,7 +470,9 @@ class Poller:
                         until = min(until, connection.retry_at)
             if self._array is None or self._generations != [each.generation for each in connections]:
                 self._array = self._build()
-            millis = max(0, math.ceil((until - time.monotonic()) * 1000))
+            # frames kept from a socket made anew are ready now
+            millis = 0 if any(each.pending for each in connections) else \
+                max(0, math.ceil((until - time.monotonic()) * 1000))
             count = library().lib.zmq_poll(self._array, len(self._owners), millis)
             if count < 0:
                 return []   # a signal (its handler has run)
@@ -452,6 +484,7 @@ class Poller:
                     item.watch()
                 else:
                     ready.append(item)
+            ready += [each for each in connections if each.pending and each not in ready]
             # a poll woken only by a monitor (a handshake, a reconnect) waits on for the rest of the timeout
             if ready or time.monotonic() >= deadline:
                 break
