@@ -126,6 +126,13 @@ SPARE_RUN_DIRS_AHEAD = 128
 #: spare run directories made ahead in one idle turn: five files each (~0.18 ms of CPU here): ~3 ms a turn,
 #: all of them within ~8 idle turns of the agent's start (as :data:`SPARES_A_TURN`)
 SPARE_RUN_DIRS_A_TURN = 16
+#: spares (run directories, cgroups) are made only this long (s) after the agent's last launch: not in a
+#: burst's turns that happen to bring no news, where they would take the burst's processor time
+SPARES_QUIET = 0.25
+#: while spares are short and the last spare turn made some, the next comes this soon (s), not at the
+#: loop's idle pace (4 turns a second): a freshly started agent has them all within a fraction of a second,
+#: each turn still a few ms
+SPARE_TURN_GAP = 0.02
 #: how long :meth:`TaskExecutor.kill_all` waits for the processes it SIGKILLed itself to be gone (a
 #: process in uninterruptible sleep dies only when it leaves it)
 KILLED_GONE_WAIT = 2.0
@@ -557,6 +564,10 @@ class TaskExecutor:
         self._run_dirs_short = True
         #: how many spare run directories idle turns make ahead (0: none; the recycled ones are kept all the same)
         self.spare_run_dirs_ahead = SPARE_RUN_DIRS_AHEAD
+        # when the last launch came (the clock's), and when the next spare turn is due if sooner than the
+        # loop's idle pace (_make_spares)
+        self._last_launch = -math.inf
+        self._next_spare_turn = math.inf
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
@@ -628,10 +639,11 @@ class TaskExecutor:
         return self.link.fileno() if self._shared_runs else None
 
     def next_deadline(self) -> float:
-        """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""
+        """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none): a kill's
+        deadline, or a hurried spare turn's (:meth:`_make_spares`)."""
         killing = [self._runs[key] for key in self._killing if key in self._runs]   # not every run: each turn asks
         return min((run.kill_deadline for run in killing if run.kill_deadline is not None),
-                   default=math.inf)
+                   default=self._next_spare_turn)
 
     def usage(self, where: Callable[[str, str], bool] | None = None) -> list[TaskUsage]:
         """The usage now, and the limits, of every running task (of those
@@ -1209,15 +1221,26 @@ class TaskExecutor:
                 events.extend(self._check_limits(key, run))
             if run.checked and run.task_pid is not None:
                 events.extend(self._check_health(key, run))
-        if not events and not told:
-            if self.isolator.spares_short():
-                # an idle turn: spare cgroups made ahead of the next burst, whose launches then make fewer
-                if not self._pool_swept:
-                    self.sweep_pool()
-                self.isolator.make_spares(self.container_prefix, SPARES_A_TURN)
-            if self._run_dirs_short:
-                self.make_spare_run_dirs(SPARE_RUN_DIRS_A_TURN)
+        if not events and not told and now >= self._last_launch + SPARES_QUIET:
+            self._make_spares(now)
+        elif self._next_spare_turn <= now:
+            self._next_spare_turn = math.inf   # a turn with news: the idle pace again, not a turn at once
         return events
+
+    def _make_spares(self, now: float) -> None:
+        """An idle turn's: spare cgroups and run directories made ahead of
+        the next burst, whose launches then make fewer; the next such turn
+        hurried (:data:`SPARE_TURN_GAP`) while they are short and this one
+        made some."""
+        made = 0
+        if self.isolator.spares_short():
+            if not self._pool_swept:
+                self.sweep_pool()
+            made += self.isolator.make_spares(self.container_prefix, SPARES_A_TURN)
+        if self._run_dirs_short:
+            made += self.make_spare_run_dirs(SPARE_RUN_DIRS_A_TURN)
+        self._next_spare_turn = (now + SPARE_TURN_GAP if made and (self._run_dirs_short or self.isolator.spares_short())
+                                 else math.inf)
 
     def sweep_pool(self) -> None:
         """The pooled cgroups and spares a killed earlier agent process left
@@ -1569,6 +1592,8 @@ class TaskExecutor:
             self._ended_run_dirs.pop(key, None)
         spares = self._spare_run_dirs()
         self._run_dirs_short = True   # the next idle turns make up for what the burst takes
+        self._last_launch = self.clock.now()
+        self._next_spare_turn = math.inf   # none hurried in a burst
         if spares:
             spare = spares.pop()
             plain = spare in self._plain_spares
