@@ -120,7 +120,7 @@ def task_cgroups_below(root: str) -> list[str]:
     return sorted({name for name in cgroups_below(root) if ".spare." not in name})
 
 
-def spares_below(root: str, bound: int = CgroupsV1Isolator.spare_size) -> list[str]:
+def spares_below(root: str, bound: int = 64) -> list[str]:
     """The spares below ``root`` now, each asserted empty (no process) in every hierarchy, at most ``bound``
     an agent."""
     spares = sorted({name for name in cgroups_below(root) if ".spare." in name})

@@ -114,17 +114,14 @@ DEFAULT_RECOVERY_TIMEOUT = 15 * 60.0
 MAX_SPARE_RUN_DIRS = 512
 #: how often a running task's out-of-memory counter is looked at (s)
 OOM_CHECK_INTERVAL = 0.25
-#: spare cgroups made ahead in one idle turn of the agent (:meth:`TaskExecutor.poll`, :meth:`.Isolator.make_spares`):
-#: enough that a freshly started agent has them within its first few seconds (~8 idle turns: a cluster's
-#: first burst often comes that soon), few enough that a turn stays a few ms
-SPARES_A_TURN = 16
+#: spare cgroups made ahead in one idle turn of the agent (:meth:`TaskExecutor.poll`, :meth:`.Isolator.make_spares`)
+SPARES_A_TURN = 4
 #: spare run directories made ahead in idle turns (:meth:`TaskExecutor.make_spare_run_dirs`), while the agent
 #: holds fewer spares than this: a burst of N tasks in flight takes N, and one past them makes the rest as
 #: it launches (an inode each, in the launch's turn). 4 agents given 1,000 tasks ``true`` had ~140 each in
 #: flight; 128 is most of that, and bounded what an agent that never runs a task keeps (a few KiB each)
 SPARE_RUN_DIRS_AHEAD = 128
-#: spare run directories made ahead in one idle turn: five files each (~0.18 ms of CPU here): ~3 ms a turn,
-#: all of them within ~8 idle turns of the agent's start (as :data:`SPARES_A_TURN`)
+#: spare run directories made ahead in one idle turn: five files each (~0.18 ms of CPU here), ~3 ms a turn
 SPARE_RUN_DIRS_A_TURN = 16
 #: spares (run directories, cgroups) are made only this long (s) after the agent's last launch: not in a
 #: burst's turns that happen to bring no news, where they would take the burst's processor time

@@ -539,9 +539,8 @@ class CgroupsV1Isolator(_Cgroups):
     # As many as tasks in flight at a burst's end: fewer, and most are removed anyway, by the agent
     pool_size = 256
     # spares made ahead in an idle agent's turns (make_spares): the first burst after the agent starts (or one
-    # larger than the last) makes fewer cgroups as it launches; each idle agent holds up to this many. A burst
-    # of N tasks in flight takes N: 4 agents given 1,000 tasks had ~140 each in flight, 128 is most of that
-    spare_size = 128
+    # larger than the last) makes fewer cgroups as it launches; each idle agent holds up to this many
+    spare_size = 64
     #: whether the memory cgroups have ``memory.memsw.limit_in_bytes`` (None: not looked yet)
     _memsw: bool | None = None
 
