@@ -119,7 +119,7 @@ SPARES_A_TURN = 4
 #: spare run directories made ahead in idle turns (:meth:`TaskExecutor.make_spare_run_dirs`), while the agent
 #: holds fewer spares than this: a burst of N tasks in flight takes N, and one past them makes the rest as
 #: it launches (an inode each, in the launch's turn). 4 agents given 1,000 tasks ``true`` had ~140 each in
-#: flight; 128 is most of that, and bounded what an agent that never runs a task keeps (a few KiB each)
+#: flight; 128 is most of that, and bounds what an agent that never runs a task keeps (a few KiB each)
 SPARE_RUN_DIRS_AHEAD = 128
 #: spare run directories made ahead in one idle turn: five files each (~0.18 ms of CPU here), ~3 ms a turn
 SPARE_RUN_DIRS_A_TURN = 16
@@ -1236,8 +1236,8 @@ class TaskExecutor:
             made += self.isolator.make_spares(self.container_prefix, SPARES_A_TURN)
         if self._run_dirs_short:
             made += self.make_spare_run_dirs(SPARE_RUN_DIRS_A_TURN)
-        self._next_spare_turn = (now + SPARE_TURN_GAP if made and (self._run_dirs_short or self.isolator.spares_short())
-                                 else math.inf)
+        short = self._run_dirs_short or self.isolator.spares_short()
+        self._next_spare_turn = now + SPARE_TURN_GAP if made and short else math.inf
 
     def sweep_pool(self) -> None:
         """The pooled cgroups and spares a killed earlier agent process left
@@ -1556,12 +1556,13 @@ class TaskExecutor:
     def make_spare_run_dirs(self, count: int) -> int:
         """Make up to ``count`` spare run directories ahead of the next
         burst (an idle turn's, :meth:`poll`), while the agent holds fewer
-        than :attr:`spare_run_dirs_ahead` (:data:`SPARE_RUN_DIRS_AHEAD`): each with the four files a run
-        of the shared supervisor leaves (as a recycled one's, blank:
-        :func:`_blank_run_files`), so that a launch that takes it makes no
-        inode, as in a later burst that takes the spares of the last one's
-        runs. How many it made (0 once there are enough: the loop stops
-        looking until a launch takes one; or when one cannot be made)."""
+        than :attr:`spare_run_dirs_ahead` (:data:`SPARE_RUN_DIRS_AHEAD`):
+        each with the four files a run of the shared supervisor leaves (as
+        a recycled one's, blank: :func:`_blank_run_files`), so that a
+        launch that takes it makes no inode, as a later burst's launches
+        that take the last one's runs' do not. How many it made (none once
+        there are enough — the turns stop looking until a launch takes one
+        — or when one cannot be made: a full disk, a work directory gone)."""
         spares = self._spare_run_dirs()
         made = 0
         while made < count and len(spares) < self.spare_run_dirs_ahead:
