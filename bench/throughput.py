@@ -47,7 +47,8 @@
     tree's code, the other the code of the git ``REF`` (``git archive``d
     into the benchmark's directory): a change measured against the code it
     changes, under the same load. The load average of each round is kept.
-    With ``--only control``: the control-plane round of this tree and of
+    With ``--fresh-clusters``: a new pair of clusters each round (every
+    round a cold cluster's first burst). With ``--only control``: the control-plane round of this tree and of
     REF side by side (``control_before_after``; master, simulated agents and
     frameworks each of their own tree), the raw ZeroMQ round trips in each
     round.
@@ -696,7 +697,7 @@ def source_tree(ref: str, into: Path) -> tuple[Path, str]:
 
 
 def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, user: str = "",
-                         after_isolation: str = "", before_isolation: str = "") -> dict:
+                         after_isolation: str = "", before_isolation: str = "", fresh_clusters: bool = False) -> dict:
     """The real-agents measurement on two clusters side by side, rounds
     interleaved (and the raw spawn baseline in each round): one runs this
     tree's code (``after``), the other the code of ``ref`` (``before``), so
@@ -704,23 +705,44 @@ def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, us
     ``after_isolation``: this tree's agents' ``--isolation`` (e.g. the
     isolators ``ref`` had), default theirs; ``before_isolation``: the same
     for ``ref``'s agents (both the same: a change of the launch path
-    measured like for like under isolators other than the default)."""
+    measured like for like under isolators other than the default).
+    ``fresh_clusters``: a new pair of clusters for each round (the last
+    stopped), started together: every round a cold cluster's first, the
+    tree that goes first alternating as in every round (the idle spell
+    before a round the same for both trees over a pair of rounds). Else
+    one pair for all the rounds."""
     tree, commit = before_tree(procs, ref)
     after_args = ("--isolation", after_isolation) if after_isolation else ()
     before_args = ("--isolation", before_isolation) if before_isolation else ()
-    clusters = {"after": Cluster(procs, 4, "cpus:64;mem:65536", after_args, prefix="after-"),
-                "before": Cluster(procs, 4, "cpus:64;mem:65536", before_args, prefix="before-", tree=tree)}
+
+    def start_pair(r: int) -> dict[str, Cluster]:   # work directories of their own: nothing of an earlier pair's
+        suffix = f"{r + 1}-" if fresh_clusters else "-"
+        return {"after": Cluster(procs, 4, "cpus:64;mem:65536", after_args, prefix=f"after{suffix}"),
+                "before": Cluster(procs, 4, "cpus:64;mem:65536", before_args, prefix=f"before{suffix}", tree=tree)}
+
+    def stop_pair(pair: dict[str, Cluster]) -> None:
+        for cluster in pair.values():
+            for name in [*cluster.agents, cluster.master]:
+                procs.stop(name)
+
+    clusters = start_pair(0)
+    measured: set[tuple[str, int]] = set()
+
     def measure(name: str, r: int) -> tuple[float, dict, str]:
+        nonlocal clusters
+        if fresh_clusters and r > 0 and not any(round_ == r for _, round_ in measured):
+            stop_pair(clusters)   # the round's first: a new pair, both started together
+            clusters = start_pair(r)
+        measured.add((name, r))
         rate, cpu, failed = one_round(clusters[name], tasks, user)
         return rate, cpu, f", failed {failed}"
 
     summary, _ = interleaved_before_after(procs, tasks, rounds, measure, "before/after")
-    for cluster in clusters.values():
-        for name in [*cluster.agents, cluster.master]:
-            procs.stop(name)
+    stop_pair(clusters)
     return {"tasks": tasks, "agents": 4, "task_user": user, "before": {"ref": ref, "commit": commit},
             "after_isolation": after_isolation or "(the agents' default)",
-            "before_isolation": before_isolation or "(the agents' default)", **summary}
+            "before_isolation": before_isolation or "(the agents' default)", "fresh_clusters": fresh_clusters,
+            **summary}
 
 
 def before_tree(procs: Processes, ref: str) -> tuple[Path, str]:
@@ -1442,6 +1464,9 @@ def main() -> None:
                              "theirs)")
     parser.add_argument("--before-isolation", default="", metavar="ISOLATORS",
                         help="before_after: REF's agents' --isolation (default theirs)")
+    parser.add_argument("--fresh-clusters", action="store_true",
+                        help="before_after: a new pair of clusters each round (each round a cold cluster's first; "
+                             "default: one pair for all the rounds)")
     parser.add_argument("--agent-isolation", default="", metavar="ISOLATORS",
                         help="real, fuxi: the agents' --isolation (default theirs: namespaces on top of cgroups; "
                              "cgroups/cpu,cgroups/mem: the tasks the shared supervisor runs)")
@@ -1502,7 +1527,8 @@ def main() -> None:
                                                          args.rounds, args.control_staging or None)
         if "before_after" in only:
             doc["before_after"] = measure_before_after(procs, args.tasks, args.rounds, args.before, args.task_user,
-                                                       args.after_isolation, args.before_isolation)
+                                                       args.after_isolation, args.before_isolation,
+                                                       args.fresh_clusters)
         if "isolation" in only:
             doc["isolation"] = measure_isolation(procs, args.tasks, args.rounds, args.isolation,
                                                  args.isolation_baseline)
