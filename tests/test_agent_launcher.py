@@ -114,7 +114,6 @@ def test_a_forgotten_run_directory_is_kept_and_reused_by_the_next_launch_with_no
         executor, monkeypatch):
     # issue 14: no run directory made and removed per task; at most MAX_SPARE_RUN_DIRS kept
     monkeypatch.setattr(executor_module, "MAX_SPARE_RUN_DIRS", 1)
-    executor.spare_run_dirs_ahead = 0   # the recycled ones alone (none made ahead in idle turns)
     executor.launch("fw", task("talker", "true", uris=(CommandURI("file:///no/such/file"),)), "agent-1")
     executor.launch("fw", task("quiet", "exit 3"), "agent-1")
     events_until(executor, lambda events: "quiet" in exits(events) and
@@ -133,52 +132,6 @@ def test_a_forgotten_run_directory_is_kept_and_reused_by_the_next_launch_with_no
     assert json.loads((third_dir / "launch.json").read_text())["task_id"] == "third"
     assert json.loads((third_dir / "task.json").read_text())["pid"] > 0
     assert not (third_dir / "supervisor.log").exists()   # nothing of the talker's run
-
-
-def test_an_idle_agent_makes_spare_run_directories_ahead_bounded_and_a_launch_takes_one_without_a_listing(
-        executor, monkeypatch):
-    """A cold agent's first burst as cheap as the next: idle turns make spare run directories ahead, up to
-    the bound, each holding the four files a run leaves (blank: nothing a reader takes as written); a
-    launch takes one (its inode: no directory or file made) without listing it, and the next idle turns
-    make up for it. One that cannot be made (a full disk) leaves nothing, and the launches make their own."""
-    import errno
-    executor.spare_run_dirs_ahead = 3
-    spare_root = executor.work_dir / "meta" / "spare"
-
-    def spares() -> list[Path]:
-        return sorted(spare_root.iterdir()) if spare_root.exists() else []
-
-    wait_until(lambda: executor.poll() == [] and len(spares()) == 3, 20, "the spares to be made")
-    for _ in range(3):   # idle turns past the bound make none
-        assert executor.poll() == []
-    made = spares()
-    assert len(made) == 3
-    for spare in made:
-        assert sorted(p.name for p in spare.iterdir()) == ["exit.json", "launch.json", "supervisor.json", "task.json"]
-        assert json.loads((spare / "exit.json").read_text()) == {"ended": False}
-        assert all(not readable_json((spare / name).read_text()) for name in ("launch.json", "supervisor.json",
-                                                                               "task.json"))
-    inodes = {spare.stat().st_ino for spare in made}
-    listed: list[str] = []
-    real_listdir = os.listdir
-    monkeypatch.setattr(executor_module.os, "listdir", lambda path: listed.append(str(path)) or real_listdir(path))
-    executor.launch("fw", task("first", "exit 3"), "agent-1")
-    run_dir = run_dir_path(executor.work_dir, "fw", "first")
-    assert run_dir.stat().st_ino in inodes and listed == [] and len(spares()) == 2
-    assert exits(events_until(executor, lambda events: "first" in exits(events)))["first"] == (3, None, "")
-    assert json.loads((run_dir / "launch.json").read_text())["task_id"] == "first"
-    wait_until(lambda: executor.poll() == [] and len(spares()) == 3, 20, "the spare taken to be made up for")
-
-    # one that cannot be made: nothing of it left, and no more tried until a launch takes a spare
-    def full(directory: str) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(executor_module, "_write_blank_run_files", full)
-    executor.spare_run_dirs_ahead = 5
-    executor.launch("fw", task("second", "exit 4"), "agent-1")
-    assert exits(events_until(executor, lambda events: "second" in exits(events)))["second"] == (4, None, "")
-    assert executor.make_spare_run_dirs(4) == 0 and len(spares()) == 2
-    assert executor.poll() == [] and len(spares()) == 2
 
 
 def readable_json(text: str) -> bool:

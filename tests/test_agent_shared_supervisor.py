@@ -1367,7 +1367,6 @@ def test_a_plain_runs_spare_is_blanked_without_a_listing_and_a_run_directory_in_
     relaunched under its name before it was forgotten), which keeps that directory and the spare."""
     from mesoslike.agent import executor as executor_module
 
-    executor.spare_run_dirs_ahead = 0   # the recycled ones alone (none made ahead in idle turns)
     executor.launch("fw", task("first", "exit 7"), "agent-1")
     assert run_of(executor, "first").plain
     assert exits(events_until(executor, lambda events: "first" in exits(events)))["first"] == (7, None, "")

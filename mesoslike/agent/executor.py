@@ -116,20 +116,6 @@ MAX_SPARE_RUN_DIRS = 512
 OOM_CHECK_INTERVAL = 0.25
 #: spare cgroups made ahead in one idle turn of the agent (:meth:`TaskExecutor.poll`, :meth:`.Isolator.make_spares`)
 SPARES_A_TURN = 4
-#: spare run directories made ahead in idle turns (:meth:`TaskExecutor.make_spare_run_dirs`), while the agent
-#: holds fewer spares than this: a burst of N tasks in flight takes N, and one past them makes the rest as
-#: it launches (an inode each, in the launch's turn). 4 agents given 1,000 tasks ``true`` had ~140 each in
-#: flight; 128 is most of that, and bounds what an agent that never runs a task keeps (a few KiB each)
-SPARE_RUN_DIRS_AHEAD = 128
-#: spare run directories made ahead in one idle turn: five files each (~0.18 ms of CPU here), ~3 ms a turn
-SPARE_RUN_DIRS_A_TURN = 16
-#: spares (run directories, cgroups) are made only this long (s) after the agent's last launch: not in a
-#: burst's turns that happen to bring no news, where they would take the burst's processor time
-SPARES_QUIET = 0.25
-#: while spares are short and the last spare turn made some, the next comes this soon (s), not at the
-#: loop's idle pace (4 turns a second): a freshly started agent has them all within a fraction of a second,
-#: each turn still a few ms
-SPARE_TURN_GAP = 0.02
 #: how long :meth:`TaskExecutor.kill_all` waits for the processes it SIGKILLed itself to be gone (a
 #: process in uninterruptible sleep dies only when it leaves it)
 KILLED_GONE_WAIT = 2.0
@@ -556,15 +542,6 @@ class TaskExecutor:
         # (framework, task) -> the run directory of its ended run and whether that run was plain: keyed by the
         # ids, not the Path (a Path hashed and compared, three times a task, was ~3 % of an agent's Python)
         self._ended_run_dirs: dict[tuple[str, str], tuple[Path, bool]] = {}
-        # whether an idle turn makes spare run directories ahead (make_spare_run_dirs): until there are
-        # enough, again after a launch took one
-        self._run_dirs_short = True
-        #: how many spare run directories idle turns make ahead (0: none; the recycled ones are kept all the same)
-        self.spare_run_dirs_ahead = SPARE_RUN_DIRS_AHEAD
-        # when the last launch came (the clock's), and when the next spare turn is due if sooner than the
-        # loop's idle pace (_make_spares)
-        self._last_launch = -math.inf
-        self._next_spare_turn = math.inf
         #: forks the supervisors (None: each is an interpreter started for it)
         self.launcher: SupervisorLauncher | None = SupervisorLauncher(self.python, SUPERVISOR_SCRIPT) \
             if fork_supervisors else None
@@ -636,11 +613,10 @@ class TaskExecutor:
         return self.link.fileno() if self._shared_runs else None
 
     def next_deadline(self) -> float:
-        """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none): a kill's
-        deadline, or a hurried spare turn's (:meth:`_make_spares`)."""
+        """The earliest time :meth:`poll` has work besides looking (``math.inf`` if none)."""
         killing = [self._runs[key] for key in self._killing if key in self._runs]   # not every run: each turn asks
         return min((run.kill_deadline for run in killing if run.kill_deadline is not None),
-                   default=self._next_spare_turn)
+                   default=math.inf)
 
     def usage(self, where: Callable[[str, str], bool] | None = None) -> list[TaskUsage]:
         """The usage now, and the limits, of every running task (of those
@@ -1218,26 +1194,12 @@ class TaskExecutor:
                 events.extend(self._check_limits(key, run))
             if run.checked and run.task_pid is not None:
                 events.extend(self._check_health(key, run))
-        if not events and not told and now >= self._last_launch + SPARES_QUIET:
-            self._make_spares(now)
-        elif self._next_spare_turn <= now:
-            self._next_spare_turn = math.inf   # a turn with news: the idle pace again, not a turn at once
-        return events
-
-    def _make_spares(self, now: float) -> None:
-        """An idle turn's: spare cgroups and run directories made ahead of
-        the next burst, whose launches then make fewer; the next such turn
-        hurried (:data:`SPARE_TURN_GAP`) while they are short and this one
-        made some."""
-        made = 0
-        if self.isolator.spares_short():
+        if not events and not told and self.isolator.spares_short():
+            # an idle turn: spare cgroups made ahead of the next burst, whose launches then make fewer
             if not self._pool_swept:
                 self.sweep_pool()
-            made += self.isolator.make_spares(self.container_prefix, SPARES_A_TURN)
-        if self._run_dirs_short:
-            made += self.make_spare_run_dirs(SPARE_RUN_DIRS_A_TURN)
-        short = self._run_dirs_short or self.isolator.spares_short()
-        self._next_spare_turn = now + SPARE_TURN_GAP if made and short else math.inf
+            self.isolator.make_spares(self.container_prefix, SPARES_A_TURN)
+        return events
 
     def sweep_pool(self) -> None:
         """The pooled cgroups and spares a killed earlier agent process left
@@ -1553,35 +1515,6 @@ class TaskExecutor:
             self._spares = [str(entry) for entry in self.spare_root.iterdir() if entry.is_dir()]
         return self._spares
 
-    def make_spare_run_dirs(self, count: int) -> int:
-        """Make up to ``count`` spare run directories ahead of the next
-        burst (an idle turn's, :meth:`poll`), while the agent holds fewer
-        than :attr:`spare_run_dirs_ahead` (:data:`SPARE_RUN_DIRS_AHEAD`):
-        each with the four files a run of the shared supervisor leaves (as
-        a recycled one's, blank: :func:`_blank_run_files`), so that a
-        launch that takes it makes no inode, as a later burst's launches
-        that take the last one's runs' do not. How many it made (none once
-        there are enough — the turns stop looking until a launch takes one
-        — or when one cannot be made: a full disk, a work directory gone)."""
-        spares = self._spare_run_dirs()
-        made = 0
-        while made < count and len(spares) < self.spare_run_dirs_ahead:
-            spare = next(self._spare_names)
-            try:
-                os.mkdir(spare, 0o755)
-                _write_blank_run_files(spare)
-            except OSError as exc:   # a full disk, a work directory removed: the launches make their own
-                log.debug("cannot make a spare run directory: %s", exc)
-                shutil.rmtree(spare, ignore_errors=True)
-                self._run_dirs_short = False
-                return made
-            spares.append(spare)
-            self._plain_spares.add(spare)
-            made += 1
-        if len(spares) >= self.spare_run_dirs_ahead:
-            self._run_dirs_short = False
-        return made
-
     def _make_run_dir(self, run_dir: Path, key: tuple[str, str]) -> None:
         """``run_dir`` (of the task ``key``), empty of an earlier run's files: a spare renamed into
         place if there is one (its files emptied, not removed: see
@@ -1589,9 +1522,6 @@ class TaskExecutor:
         if self._ended_run_dirs:
             self._ended_run_dirs.pop(key, None)
         spares = self._spare_run_dirs()
-        self._run_dirs_short = True   # the next idle turns make up for what the burst takes
-        self._last_launch = self.clock.now()
-        self._next_spare_turn = math.inf   # none hurried in a burst
         if spares:
             spare = spares.pop()
             plain = spare in self._plain_spares
@@ -1797,18 +1727,6 @@ def _blank_run_files(run_dir: str | os.PathLike, reused: bool, plain: bool = Fal
                 pass
     if RUN_DIR_SECRETS in present:   # an earlier run's bind-mounted secret files
         shutil.rmtree(os.path.join(directory, RUN_DIR_SECRETS), ignore_errors=True)
-
-
-def _write_blank_run_files(directory: str) -> None:
-    """The files of a run of the shared supervisor in a new ``directory``,
-    as :func:`_blank_run_files` leaves a reused one's: ``exit.json`` the
-    placeholder, ``launch.json``, ``supervisor.json`` and ``task.json``
-    blank (their first byte, "{": not written yet), each with the mode its
-    writer gives it."""
-    _write_new_file(os.path.join(directory, sup.EXIT_FILE), sup.exit_placeholder())
-    _write_new_file(os.path.join(directory, sup.LAUNCH_FILE), b"{")
-    for name in (sup.SUPERVISOR_FILE, sup.TASK_FILE):
-        sup.overwrite(os.path.join(directory, name), b"{")
 
 
 def _write_and_close(fd: int, data: bytes) -> None:
