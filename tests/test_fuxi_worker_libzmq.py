@@ -141,8 +141,7 @@ def _monitor_readable(connection: Connection) -> bool:
     import ctypes
 
     from mesoslike_frameworks.fuxi import worker_libzmq
-    item = (worker_libzmq._PollItem * 1)()
-    item[0].socket, item[0].fd, item[0].events = connection.monitor, -1, 1
+    item = (worker_libzmq._PollItem * 1)(worker_libzmq._PollItem(connection.monitor, -1, 1, 0))   # POLLIN
     return worker_libzmq.library().lib.zmq_poll(ctypes.cast(item, ctypes.c_void_p), 1, 50) > 0
 
 
