@@ -5,7 +5,9 @@
  * agent's first start (cc, once per version of this file).
  *
  * The shared supervisor starts one of it as a server ("nsinit --serve",
- * below), which clones each task's init: a child of the shared supervisor,
+ * below), which clones each task's init: a child of the shared supervisor
+ * (or, for an end request, of the server, which then reaps it and records
+ * its end: "ends in the server", below),
  * the leader of a process group of its own, the first process (pid 1) of a
  * new PID namespace when the task has one, with no environment, its
  * signals blocked, and:
@@ -59,7 +61,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <time.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -80,6 +86,11 @@ static int status_fd = STATUS_FD;
  * server's status channel (fd 4: one pipe shared by every init of the shared
  * supervisor), each line "TAG KIND ...". Empty: a pipe of its own. */
 static char status_tag[24];
+/* An init of an end request ('E', below): its slot in the server's table of
+ * ends (a shared mapping, the server's and every init's), where it puts its
+ * task's wait status before it exits; -1: none (the shared supervisor reaps it). */
+static int end_slot = -1;
+static volatile unsigned long long *end_statuses;
 
 /* ------------------------------------------------------------ reporting */
 static void say(const char *line) {
@@ -772,7 +783,10 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
             if (waitpid(task, &status, 0) != task)
                 fail("the task's leader cannot be waited for: %s", strerror(errno));
             snprintf(line, sizeof line, "X %d\n", status);
-            say(line);
+            say(line);   /* said also for an end request's init: what the shared supervisor records
+                          * its end from if its server dies before it has (nsinit.py's Server) */
+            if (end_slot >= 0)   /* for its server, which reaps this process: the task's status */
+                end_statuses[end_slot] = (1ULL << 32) | (unsigned)status;
             return 0;
         }
     }
@@ -798,8 +812,10 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
  * 'P' or 'N', the init's tag (digits) and an inline request's fields, no
  * descriptor; the init says its lines on the channel under the tag, so no
  * pipe is made, passed and closed a task (and one read takes the lines
- * of many inits). It serves until the socket's other end is gone (and dies
- * with the process that started it).
+ * of many inits). An end request ("E", below) is a channel request with
+ * its end's fields, whose init is the server's own child; a kill request
+ * ("K") signals such an init. It serves until the socket's other end is
+ * gone (and dies with the process that started it).
  *
  * Why: an exec of this program per task — the C library's start-up, which
  * asks the processor what it is (CPUID instructions, each a trap out of a
@@ -1055,6 +1071,424 @@ static void note_cgroups(char *at, char *end) {
     }
 }
 
+/* ------------------------------------------------------------ ends in the server
+ * An end request ('E', a channel request's fields and then the end's, below)
+ * clones the init as this server's own child (no CLONE_PARENT), and the
+ * server, not the shared supervisor's Python loop, takes its end: it reaps
+ * the init (SIGCHLD on a signalfd, polled with the socket), reads the
+ * task's wait status the init left in its slot of a table both share (a
+ * MAP_SHARED mapping: no page of it copied at a clone), reads the memory
+ * cgroup's OOM kills and peak as the shared supervisor's record() does
+ * (supervisor.py's Supervisor.record and keep_cgroups: the peak reset for a
+ * pooled cgroup kept), writes exit.json over its placeholder — the bytes
+ * supervisor.write_exit_status writes — and only then says on the status
+ * channel "TAG E STATUS" (STATUS: that JSON, unpadded). What it cannot
+ * record so — a kill asked ('K': the end carries the kill's reason), an init
+ * that failed or said no status, a pooled cgroup not kept or cgroups to
+ * remove, an exit.json that cannot be opened — it hands back, untouched:
+ * "TAG Z INIT_STATUS" (the init's wait status), and the shared supervisor
+ * records the end as it records any (the task's status from the init's X
+ * line). The shared supervisor is a child subreaper: if this server dies,
+ * the inits it had not reaped become its children (shared_supervisor.py). */
+static const char end_feature[] = "nsinit-feature:end-in-server-1";
+/* ends in flight at once (inits cloned, not yet reaped): a request past it fails ("F") */
+#define END_SLOTS 16384
+#define END_OOM_EVENTS 4
+/* supervisor.py's POOL_MEMORY_LEFT */
+#define POOL_MEMORY_LEFT (1LL << 20)
+
+struct end_child {
+    pid_t pid;             /* 0: a free slot */
+    int handed_back;       /* a kill was asked: its end is the shared supervisor's to record */
+    int pooled, has_cgroups, noom;
+    char tag[24];
+    char *strings;         /* one allocation: the paths and keys below point into it */
+    const char *exit_path, *peak, *usage, *oom_path[END_OOM_EVENTS], *oom_key[END_OOM_EVENTS];
+};
+static struct end_child *end_children;
+static size_t end_capacity, end_live, end_hint;
+static int child_events = -1;   /* the server's signalfd of SIGCHLD (blocked: serve), once it has ends */
+
+/* A slot for a new end (its status cleared), or -1 if END_SLOTS are in flight. */
+static int end_slot_for(void) {
+    if (end_statuses == NULL) {
+        void *table = mmap(NULL, END_SLOTS * sizeof *end_statuses, PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (table == MAP_FAILED)
+            return -1;
+        end_statuses = table;
+    }
+    if (child_events < 0) {
+        sigset_t child;
+        sigemptyset(&child);
+        sigaddset(&child, SIGCHLD);
+        child_events = signalfd(-1, &child, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (child_events < 0)
+            return -1;
+    }
+    if (end_live == end_capacity) {
+        if (end_capacity >= END_SLOTS)
+            return -1;
+        size_t grown = end_capacity ? end_capacity * 2 : 64;
+        struct end_child *more = realloc(end_children, grown * sizeof *more);
+        if (more == NULL)
+            return -1;
+        memset(more + end_capacity, 0, (grown - end_capacity) * sizeof *more);
+        end_children = more;
+        end_capacity = grown;
+    }
+    for (size_t n = 0; n < end_capacity; n++) {
+        size_t slot = (end_hint + n) % end_capacity;
+        if (end_children[slot].pid == 0) {
+            end_hint = slot + 1;
+            end_statuses[slot] = 0;
+            return (int)slot;
+        }
+    }
+    return -1;
+}
+
+/* Opens a cgroup file by its path, from the server's descriptor of its
+ * cgroup's parent (cached_parent: the one its init joined through) when
+ * there is one: two names walked, not the whole path through /sys. */
+static int open_cgroup_file(const char *path, int flags) {
+    const char *file = strrchr(path, '/');
+    const char *cgroup = file;
+    if (file != NULL && file > path)
+        for (cgroup = file - 1; cgroup > path && *cgroup != '/'; cgroup--) {}
+    if (file != NULL && cgroup != NULL && cgroup > path && *cgroup == '/') {
+        int parent = cached_parent(path, (size_t)(cgroup - path));
+        if (parent >= 0) {
+            int fd = openat(parent, cgroup + 1, flags | O_CLOEXEC);
+            if (fd >= 0)
+                return fd;
+        }
+    }
+    return open(path, flags | O_CLOEXEC);
+}
+
+/* Up to size - 1 bytes of the file from its start, NUL-terminated; -1 if unreadable. */
+static ssize_t read_from_start(int fd, char *data, size_t size) {
+    ssize_t n;
+    do {
+        n = pread(fd, data, size - 1, 0);
+    } while (n < 0 && errno == EINTR);
+    data[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+/* supervisor.py's int(data.strip()): 1 and the value, or 0 (not an integer). */
+static int parse_integer(const char *text, long long *value) {
+    while (*text == ' ' || *text == '\n' || *text == '\t' || *text == '\r')
+        text++;
+    const char *digits = text + (*text == '-' || *text == '+');
+    if (*digits < '0' || *digits > '9')
+        return 0;
+    char *end;
+    errno = 0;
+    *value = strtoll(text, &end, 10);
+    while (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')
+        end++;
+    return *end == '\0' && errno == 0;
+}
+
+/* supervisor.py's read_int: 1 and the integer the file holds, or 0. */
+static int read_integer(const char *path, long long *value) {
+    if (path[0] == '\0')
+        return 0;
+    int fd = open_cgroup_file(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    char data[64];
+    ssize_t n = read_from_start(fd, data, sizeof data);
+    close(fd);
+    return n >= 0 && parse_integer(data, value);
+}
+
+/* supervisor.py's flat_keyed(path).get(key, 0): the value of the key's
+ * last line in the file's first 4 KB (0 if none, or unreadable). */
+static long long flat_keyed(const char *path, const char *key) {
+    int fd = open_cgroup_file(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    char data[4097];
+    ssize_t n = read_from_start(fd, data, sizeof data);
+    close(fd);
+    long long found = 0;
+    size_t length = strlen(key);
+    for (char *line = n > 0 ? data : NULL; line != NULL && *line != '\0';) {
+        char *next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        long long value;
+        if (strncmp(line, key, length) == 0 && line[length] == ' ' && parse_integer(line + length + 1, &value))
+            found = value;
+        line = next;
+    }
+    return found;
+}
+
+/* Python's repr of a positive finite float of fixed notation (its exponent
+ * from -4 to 15: a time of day is 10 digits before the point), as json
+ * writes it: the shortest digits that read back as the same value; 0 if
+ * the value is not such a float. */
+static int float_repr(double value, char *out, size_t size) {
+    char scientific[40];
+    int precision;
+    for (precision = 1; precision <= 17; precision++) {
+        snprintf(scientific, sizeof scientific, "%.*e", precision - 1, value);
+        if (strtod(scientific, NULL) == value)
+            break;
+    }
+    if (!(value > 0) || precision > 17)
+        return 0;
+    char digits[20];
+    size_t count = 0;
+    const char *at = scientific;
+    for (; *at != 'e' && *at != '\0'; at++)
+        if (*at >= '0' && *at <= '9' && count < sizeof digits - 1)
+            digits[count++] = *at;
+    digits[count] = '\0';
+    if (*at != 'e')
+        return 0;
+    int exponent = atoi(at + 1);
+    if (exponent < -4 || exponent > 15)
+        return 0;
+    while (count > 1 && digits[count - 1] == '0')
+        digits[--count] = '\0';
+    size_t used = 0;
+    char text[64];
+    if (exponent < 0) {
+        used += (size_t)snprintf(text, sizeof text, "0.%.*s%s", -exponent - 1, "0000", digits);
+    } else {
+        size_t whole = (size_t)exponent + 1;
+        for (size_t i = 0; i < whole; i++)
+            text[used++] = i < count ? digits[i] : '0';
+        text[used++] = '.';
+        if (count > whole)
+            for (size_t i = whole; i < count; i++)
+                text[used++] = digits[i];
+        else
+            text[used++] = '0';
+        text[used] = '\0';
+    }
+    if (used + 1 > size)
+        return 0;
+    memcpy(out, text, used + 1);
+    return 1;
+}
+
+/* The line to the shared supervisor, on the status channel (whole: one write of less than PIPE_BUF). */
+static void say_end(const char *line) {
+    size_t left = strlen(line);
+    while (left > 0) {
+        ssize_t n = write(STATUS_FD, line, left);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        line += n;
+        left -= (size_t)n;
+    }
+}
+
+static void hand_back(const struct end_child *c, int init_status) {
+    char line[64];
+    snprintf(line, sizeof line, "%s Z %d\n", c->tag, init_status);
+    say_end(line);
+}
+
+/* The end of an end request's init (reaped, with init_status): recorded here, or handed back. */
+static void take_end(struct end_child *c, size_t slot, int init_status) {
+    unsigned long long said = end_statuses[slot];
+    if (c->handed_back || !(said >> 32)) {   /* a kill's, or no status said: the shared supervisor's */
+        hand_back(c, init_status);
+        return;
+    }
+    int status = (int)(unsigned)(said & 0xffffffffULL);
+    int exit_fd = open(c->exit_path, O_WRONLY | O_CLOEXEC);   /* supervisor.overwrite(create=False)'s */
+    if (exit_fd < 0) {   /* no placeholder: the shared supervisor makes it, as ever */
+        hand_back(c, init_status);
+        return;
+    }
+    /* Supervisor.record's order: the OOM kills, the peak (kept open to be reset), then whether kept */
+    long long oom_kills = 0;
+    for (int i = 0; i < c->noom; i++)
+        oom_kills += flat_keyed(c->oom_path[i], c->oom_key[i]);
+    long long peak = 0;
+    int has_peak = 0, peak_fd = -1, kept = 0;
+    if (c->pooled && oom_kills == 0 && c->peak[0] != '\0') {
+        peak_fd = open_cgroup_file(c->peak, O_RDWR);
+        if (peak_fd < 0) {   /* one that cannot be written: read alone */
+            has_peak = read_integer(c->peak, &peak);
+        } else {
+            char data[64];
+            has_peak = read_from_start(peak_fd, data, sizeof data) >= 0 && parse_integer(data, &peak);
+            if (!has_peak) {
+                close(peak_fd);
+                peak_fd = -1;
+            }
+        }
+    } else {
+        has_peak = read_integer(c->peak, &peak);
+    }
+    if (c->pooled && oom_kills == 0) {   /* keep_cgroups: emptied (pid 1 of its namespace has ended) */
+        long long usage = 0;
+        kept = 1;
+        if ((!has_peak || peak > POOL_MEMORY_LEFT) && read_integer(c->usage, &usage) && usage > POOL_MEMORY_LEFT)
+            kept = 0;
+        if (kept) {   /* its peak reset for the next task */
+            if (peak_fd >= 0) {
+                kept = pwrite(peak_fd, "0", 1, 0) >= 0;
+            } else if (c->peak[0] != '\0') {
+                int fd = open_cgroup_file(c->peak, O_WRONLY);
+                kept = fd >= 0 && write(fd, "0", 1) >= 0;
+                if (fd >= 0)
+                    close(fd);
+            }
+        }
+    }
+    if (peak_fd >= 0)
+        close(peak_fd);
+    char ended_at[64];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);   /* time.time()'s: nanoseconds, divided as a double */
+    double seconds = (double)((long long)now.tv_sec * 1000000000LL + now.tv_nsec) / 1e9;
+    if ((!kept && c->has_cgroups) || !float_repr(seconds, ended_at, sizeof ended_at)) {
+        /* cgroups to remove (with their waits for the kernel), or a clock of another age: as ever */
+        close(exit_fd);
+        hand_back(c, init_status);
+        return;
+    }
+    char code[24] = "null", signal_text[24] = "null", peak_text[24] = "null";
+    if (WIFSIGNALED(status))
+        snprintf(signal_text, sizeof signal_text, "%d", WTERMSIG(status));
+    else
+        snprintf(code, sizeof code, "%d", WEXITSTATUS(status));
+    if (has_peak)
+        snprintf(peak_text, sizeof peak_text, "%lld", peak);
+    /* json.dumps(status, sort_keys=True, separators=(",", ":")): supervisor.status_json's bytes */
+    char padded[4096];
+    int length = snprintf(padded, sizeof padded,
+                          "{\"cgroups_kept\":%s,\"ended\":true,\"ended_at\":%s,\"exit_code\":%s,\"killed\":false,"
+                          "\"memory_peak_bytes\":%s,\"message\":\"\",\"oom_kills\":%lld,\"reason\":\"\","
+                          "\"signal\":%s}", kept ? "true" : "false", ended_at, code, peak_text, oom_kills,
+                          signal_text);
+    /* write_exit_status's: padded with spaces to the placeholder's size, a newline last, in place */
+    char line[sizeof padded + 64];
+    snprintf(line, sizeof line, "%s E %s\n", c->tag, padded);
+    memset(padded + length, ' ', sizeof padded - (size_t)length - 1);
+    padded[sizeof padded - 1] = '\n';
+    ssize_t written;
+    do {
+        written = pwrite(exit_fd, padded, sizeof padded, 0);
+    } while (written < 0 && errno == EINTR);
+    off_t size = written == (ssize_t)sizeof padded ? lseek(exit_fd, 0, SEEK_END) : -1;
+    if (size > (off_t)sizeof padded && ftruncate(exit_fd, (off_t)sizeof padded) != 0)
+        size = -1;
+    close(exit_fd);
+    if (size < 0) {   /* not written whole: the shared supervisor writes it */
+        hand_back(c, init_status);
+        return;
+    }
+    say_end(line);   /* after exit.json: an end is in its file before it is told */
+}
+
+/* Every ended child reaped, each end taken (take_end). */
+static void reap_ends(void) {
+    struct signalfd_siginfo pending[16];
+    while (read(child_events, pending, sizeof pending) == (ssize_t)sizeof pending) {}
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0)
+            return;
+        for (size_t slot = 0; slot < end_capacity; slot++) {
+            struct end_child *c = &end_children[slot];
+            if (c->pid != pid)
+                continue;
+            take_end(c, slot, status);
+            free(c->strings);
+            memset(c, 0, sizeof *c);
+            end_live--;
+            break;
+        }
+    }
+}
+
+/* A kill request: "K", the init's tag, NUL, the signal's number. Its end
+ * is handed back (the shared supervisor records it, killed, with its
+ * reason); the signal goes to its process group (else to it), as
+ * Supervisor.signal_group sends it — by the init's parent, which has not
+ * reaped it: its pid is no other process's. No answer. */
+static void serve_kill(char *request, size_t size) {
+    char *at = request + 1, *end = request + size;
+    const char *tag = request_field(&at, end), *number = request_field(&at, end);
+    if (tag == NULL || number == NULL)
+        return;
+    char *rest;
+    long signum = strtol(number, &rest, 10);
+    if (number[0] < '0' || number[0] > '9' || *rest != '\0' || signum <= 0 || signum >= 65)
+        return;
+    for (size_t slot = 0; slot < end_capacity; slot++) {
+        struct end_child *c = &end_children[slot];
+        if (c->pid == 0 || strcmp(c->tag, tag) != 0)
+            continue;
+        c->handed_back = 1;
+        if (kill(-c->pid, (int)signum) != 0 && errno == ESRCH)
+            kill(c->pid, (int)signum);
+        return;
+    }
+}
+
+/* An end request's fields after the owner's: exit.json's path, "1" if its
+ * cgroups are pooled, its memory peak's file, its memory usage's file, "1"
+ * if it has cgroups, the number of OOM event files and each one's path and
+ * key. Noted for the child about to be cloned in slot (end_children), or 0
+ * if they are not so. Moves *at past them. */
+static int note_end(size_t slot, const char *tag, char **at, char *end) {
+    const char *fields[5 + 2 * END_OOM_EVENTS];
+    for (int i = 0; i < 5; i++)
+        if ((fields[i] = request_field(at, end)) == NULL)
+            return 0;
+    const char *count_text = request_field(at, end);
+    if (count_text == NULL || count_text[0] < '0' || count_text[0] > '0' + END_OOM_EVENTS || count_text[1] != '\0')
+        return 0;
+    int noom = count_text[0] - '0';
+    for (int i = 0; i < 2 * noom; i++)
+        if ((fields[5 + i] = request_field(at, end)) == NULL)
+            return 0;
+    if (fields[0][0] != '/')
+        return 0;
+    size_t total = 0;
+    for (int i = 0; i < 5 + 2 * noom; i++)
+        total += strlen(fields[i]) + 1;
+    struct end_child *c = &end_children[slot];
+    char *strings = malloc(total);
+    if (strings == NULL)
+        return 0;
+    memset(c, 0, sizeof *c);
+    c->strings = strings;
+    const char **places[5 + 2 * END_OOM_EVENTS] = {&c->exit_path, NULL, &c->peak, &c->usage, NULL};
+    for (int i = 0; i < noom; i++) {
+        places[5 + 2 * i] = &c->oom_path[i];
+        places[6 + 2 * i] = &c->oom_key[i];
+    }
+    for (int i = 0; i < 5 + 2 * noom; i++) {
+        size_t length = strlen(fields[i]) + 1;
+        memcpy(strings, fields[i], length);
+        if (places[i] != NULL)
+            *places[i] = strings;
+        strings += length;
+    }
+    c->pooled = strcmp(fields[1], "1") == 0;
+    c->has_cgroups = strcmp(fields[4], "1") == 0;
+    c->noom = noom;
+    strcpy(c->tag, tag);   /* checked to fit by the caller */
+    return 1;
+}
+
 /* An inline request: "S", "P" or "N", then NUL-terminated fields: the
  * task's stdout and stderr paths, their owner ("" or "UID:GID"), and the
  * spec itself to the end of the message; one descriptor, the status pipe.
@@ -1067,14 +1501,16 @@ static void serve_inline(char *request, size_t size, int fd) {
     char *at = request + 2, *end = request + size;
     /* a channel request ('C'): the init's tag first (digits), no descriptor: its lines go on the
      * server's status channel (fd 4) under the tag, not on a pipe of its own */
-    const char *tag = request[0] == 'C' ? request_field(&at, end) : "";
+    int ends_here = request[0] == 'E';   /* an end request: a channel request whose end the server takes */
+    const char *tag = request[0] == 'C' || ends_here ? request_field(&at, end) : "";
     const char *out_path = request_field(&at, end), *err_path = request_field(&at, end);
     const char *owner = request_field(&at, end);
     int good = out_path != NULL && err_path != NULL && owner != NULL && at < end && end[-1] == '\0'
                && (request[1] == 'P' || request[1] == 'N') && out_path[0] == '/' && err_path[0] == '/';
-    if (good && request[0] == 'C') {
+    if (good && (request[0] == 'C' || ends_here)) {
         size_t digits = tag != NULL ? strspn(tag, "0123456789") : 0;
-        good = has_channel && fd < 0 && digits > 0 && digits < sizeof status_tag && tag[digits] == '\0';
+        good = has_channel && fd < 0 && digits > 0 && digits < sizeof status_tag && tag[digits] == '\0'
+               && (!ends_here || request[1] == 'P');   /* its end needs no look at its cgroups: pid 1's */
     }
     unsigned long uid = 0, gid = 0;
     int owned = good && owner[0] != '\0';
@@ -1095,18 +1531,44 @@ static void serve_inline(char *request, size_t size, int fd) {
         answer("F a bad request to the namespace init server");
         return;
     }
+    int slot = -1;
+    if (ends_here) {
+        slot = end_slot_for();
+        if (slot < 0) {
+            answer("F too many tasks in flight for the namespace init server");
+            return;
+        }
+        if (!note_end((size_t)slot, tag, &at, end) || at >= end) {
+            free(end_children[slot].strings);
+            memset(&end_children[slot], 0, sizeof end_children[slot]);
+            answer("F a bad request to the namespace init server");
+            return;
+        }
+    }
     note_cgroups(at, end);
-    unsigned long flags = CLONE_PARENT | (request[1] == 'P' ? CLONE_NEWPID : 0);
+    /* an end request's init is this server's child (its exit signal SIGCHLD); any other is the shared
+     * supervisor's (CLONE_PARENT: its exit signal the server's own) */
+    unsigned long flags = (ends_here ? SIGCHLD : CLONE_PARENT) | (request[1] == 'P' ? CLONE_NEWPID : 0);
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid == 0) {
-        if (request[0] == 'C')
+        if (request[0] == 'C' || ends_here)
             strcpy(status_tag, tag);   /* checked to fit above */
+        end_slot = slot;
         become_init_inline(fd, out_path, err_path, owned, (uid_t)uid, (gid_t)gid, at, (size_t)(end - at));
     }
     joined_count = 0;   /* the init's, noted in its copy: the server's stays none */
     int error = errno;
     if (fd >= 0)
         close(fd);
+    if (slot >= 0) {
+        if (pid > 0) {
+            end_children[slot].pid = pid;
+            end_live++;
+        } else {
+            free(end_children[slot].strings);
+            memset(&end_children[slot], 0, sizeof end_children[slot]);
+        }
+    }
     answer_clone(pid, error);
 }
 
@@ -1140,6 +1602,18 @@ static int serve(void) {
             return 2;
     static char request[INLINE_MAX + 1];
     for (;;) {
+        if (child_events >= 0) {   /* ends to take (its end requests' inits): the socket and SIGCHLD polled */
+            struct pollfd watched[2] = {{SERVER_FD, POLLIN, 0}, {child_events, POLLIN, 0}};
+            if (poll(watched, 2, -1) < 0) {
+                if (errno == EINTR)
+                    continue;
+                return 0;
+            }
+            if (watched[1].revents & POLLIN)
+                reap_ends();
+            if (!(watched[0].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+        }
         struct iovec part = {request, INLINE_MAX};
         union { struct cmsghdr header; char space[CMSG_SPACE(8 * sizeof(int))]; } control;
         struct msghdr message;
@@ -1167,7 +1641,12 @@ static int serve(void) {
             serve_inline(request, (size_t)n, fds[0]);
             continue;
         }
-        if (kind == 'C' && count == 0 && n >= 2 && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        if (kind == 'K' && count == 0 && n >= 2 && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+            request[n] = '\0';
+            serve_kill(request, (size_t)n);
+            continue;
+        }
+        if ((kind == 'C' || kind == 'E') && count == 0 && n >= 2 && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
             request[n] = '\0';
             serve_inline(request, (size_t)n, -1);
             continue;
@@ -1196,6 +1675,7 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--features") == 0) {
         puts(inline_feature);
         puts(channel_feature);
+        puts(end_feature);
         return 0;
     }
     if (argc != 1) {
