@@ -1192,28 +1192,27 @@ static int parse_integer(const char *text, long long *value) {
     return *end == '\0' && errno == 0;
 }
 
+/* The cgroup file's first size - 1 bytes, NUL-terminated; -1 if it cannot be read. */
+static ssize_t read_cgroup_file(const char *path, char *data, size_t size) {
+    int fd = path[0] != '\0' ? open_cgroup_file(path, O_RDONLY) : -1;
+    if (fd < 0)
+        return -1;
+    ssize_t n = read_from_start(fd, data, size);
+    close(fd);
+    return n;
+}
+
 /* supervisor.py's read_int: 1 and the integer the file holds, or 0. */
 static int read_integer(const char *path, long long *value) {
-    if (path[0] == '\0')
-        return 0;
-    int fd = open_cgroup_file(path, O_RDONLY);
-    if (fd < 0)
-        return 0;
     char data[64];
-    ssize_t n = read_from_start(fd, data, sizeof data);
-    close(fd);
-    return n >= 0 && parse_integer(data, value);
+    return read_cgroup_file(path, data, sizeof data) >= 0 && parse_integer(data, value);
 }
 
 /* supervisor.py's flat_keyed(path).get(key, 0): the value of the key's
  * last line in the file's first 4 KB (0 if none, or unreadable). */
 static long long flat_keyed(const char *path, const char *key) {
-    int fd = open_cgroup_file(path, O_RDONLY);
-    if (fd < 0)
-        return 0;
     char data[4097];
-    ssize_t n = read_from_start(fd, data, sizeof data);
-    close(fd);
+    ssize_t n = read_cgroup_file(path, data, sizeof data);
     long long found = 0;
     size_t length = strlen(key);
     for (char *line = n > 0 ? data : NULL; line != NULL && *line != '\0';) {
@@ -1228,75 +1227,30 @@ static long long flat_keyed(const char *path, const char *key) {
     return found;
 }
 
-/* Python's repr of a positive finite float of fixed notation (its exponent
- * from -4 to 15: a time of day is 10 digits before the point), as json
- * writes it: the shortest digits that read back as the same value; 0 if
- * the value is not such a float. */
-static int float_repr(double value, char *out, size_t size) {
-    char scientific[40];
-    int precision;
-    for (precision = 1; precision <= 17; precision++) {
-        snprintf(scientific, sizeof scientific, "%.*e", precision - 1, value);
-        if (strtod(scientific, NULL) == value)
-            break;
-    }
-    if (!(value > 0) || precision > 17)
+/* time.time() as json writes it (Python's repr of the float) to the
+ * microsecond: SECONDS.MICROSECONDS, the trailing zeros of the fraction
+ * cut (one kept). No float is formatted: the decimal is written and the
+ * reader parses it to the nearest double, whose repr is that decimal again
+ * — with ten digits before the point (1e9 <= seconds < 2^32) a double's
+ * spacing (at most 2^-21 s) is finer than a microsecond, so no other
+ * decimal of as few digits reads as the same double. 0 outside that range
+ * (the end is then handed back). */
+static int time_repr(char *out, size_t size) {
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0 || now.tv_sec < 1000000000L || now.tv_sec >= 4294967296LL)
         return 0;
-    char digits[20];
-    size_t count = 0;
-    const char *at = scientific;
-    for (; *at != 'e' && *at != '\0'; at++)
-        if (*at >= '0' && *at <= '9' && count < sizeof digits - 1)
-            digits[count++] = *at;
-    digits[count] = '\0';
-    if (*at != 'e')
+    int length = snprintf(out, size, "%lld.%06ld", (long long)now.tv_sec, now.tv_nsec / 1000);
+    if (length < 0 || (size_t)length >= size)
         return 0;
-    int exponent = atoi(at + 1);
-    if (exponent < -4 || exponent > 15)
-        return 0;
-    while (count > 1 && digits[count - 1] == '0')
-        digits[--count] = '\0';
-    size_t used = 0;
-    char text[64];
-    if (exponent < 0) {
-        used += (size_t)snprintf(text, sizeof text, "0.%.*s%s", -exponent - 1, "0000", digits);
-    } else {
-        size_t whole = (size_t)exponent + 1;
-        for (size_t i = 0; i < whole; i++)
-            text[used++] = i < count ? digits[i] : '0';
-        text[used++] = '.';
-        if (count > whole)
-            for (size_t i = whole; i < count; i++)
-                text[used++] = digits[i];
-        else
-            text[used++] = '0';
-        text[used] = '\0';
-    }
-    if (used + 1 > size)
-        return 0;
-    memcpy(out, text, used + 1);
+    while (out[length - 1] == '0' && out[length - 2] != '.')
+        out[--length] = '\0';
     return 1;
-}
-
-/* The line to the shared supervisor, on the status channel (whole: one write of less than PIPE_BUF). */
-static void say_end(const char *line) {
-    size_t left = strlen(line);
-    while (left > 0) {
-        ssize_t n = write(STATUS_FD, line, left);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        line += n;
-        left -= (size_t)n;
-    }
 }
 
 static void hand_back(const struct end_child *c, int init_status) {
     char line[64];
     snprintf(line, sizeof line, "%s Z %d\n", c->tag, init_status);
-    say_end(line);
+    say(line);   /* the server's fd 4 is its status channel; the line has its tag already */
 }
 
 /* The end of an end request's init (reaped, with init_status): recorded here, or handed back. */
@@ -1352,10 +1306,7 @@ static void take_end(struct end_child *c, size_t slot, int init_status) {
     if (peak_fd >= 0)
         close(peak_fd);
     char ended_at[64];
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);   /* time.time()'s: nanoseconds, divided as a double */
-    double seconds = (double)((long long)now.tv_sec * 1000000000LL + now.tv_nsec) / 1e9;
-    if ((!kept && c->has_cgroups) || !float_repr(seconds, ended_at, sizeof ended_at)) {
+    if ((!kept && c->has_cgroups) || !time_repr(ended_at, sizeof ended_at)) {
         /* cgroups to remove (with their waits for the kernel), or a clock of another age: as ever */
         close(exit_fd);
         hand_back(c, init_status);
@@ -1392,7 +1343,7 @@ static void take_end(struct end_child *c, size_t slot, int init_status) {
         hand_back(c, init_status);
         return;
     }
-    say_end(line);   /* after exit.json: an end is in its file before it is told */
+    say(line);   /* (the server's fd 4: its status channel, untagged) after exit.json: in its file before told */
 }
 
 /* Every ended child reaped, each end taken (take_end). */
