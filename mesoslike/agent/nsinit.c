@@ -90,7 +90,8 @@ static char status_tag[24];
  * ends (a shared mapping, the server's and every init's), where it puts its
  * task's wait status before it exits; -1: none (the shared supervisor reaps it). */
 static int end_slot = -1;
-static volatile unsigned long long *end_statuses;
+static volatile unsigned long long *end_statuses;   /* the table's statuses (struct end_state, below) */
+static struct end_state *ends;
 
 /* ------------------------------------------------------------ reporting */
 static void say(const char *line) {
@@ -1094,6 +1095,8 @@ static const char end_feature[] = "nsinit-feature:end-in-server-1";
 /* ends in flight at once (inits cloned, not yet reaped): a request past it fails ("F") */
 #define END_SLOTS 16384
 #define END_OOM_EVENTS 4
+/* the bytes of an end's fields (nsinit.py's END_STRINGS: a larger one is not asked as an end request) */
+#define END_STRINGS 1536
 /* supervisor.py's POOL_MEMORY_LEFT */
 #define POOL_MEMORY_LEFT (1LL << 20)
 
@@ -1102,21 +1105,34 @@ struct end_child {
     int handed_back;       /* a kill was asked: its end is the shared supervisor's to record */
     int pooled, has_cgroups, noom;
     char tag[24];
-    char *strings;         /* one allocation: the paths and keys below point into it */
-    const char *exit_path, *peak, *usage, *oom_path[END_OOM_EVENTS], *oom_key[END_OOM_EVENTS];
+    const char *exit_path, *peak, *usage, *oom_path[END_OOM_EVENTS], *oom_key[END_OOM_EVENTS];   /* in strings */
+    char strings[END_STRINGS];
 };
-static struct end_child *end_children;
-static size_t end_capacity, end_live, end_hint;
+
+/* What the server writes to take ends, all in one shared mapping (MAP_SHARED):
+ * a clone copies none of its pages and shares none copy-on-write, so the
+ * server's writes after each clone fault no page in to be copied (a stack
+ * or heap page it wrote was copied at its next write after every clone: a
+ * few pages an end). The inits write their statuses here. */
+struct end_state {
+    volatile unsigned long long statuses[END_SLOTS];   /* (1 << 32 | the task's wait status), 0: not said */
+    char padded[4096];                                  /* exit.json's bytes */
+    char line[4096 + 64];                               /* the E line */
+    char data[4097];                                    /* a cgroup file's bytes */
+    struct end_child children[END_SLOTS];               /* by slot; touched as far as used */
+};
+static size_t end_high, end_free_hint;   /* slots ever used (a high-water mark); the lowest maybe free */
 static int child_events = -1;   /* the server's signalfd of SIGCHLD (blocked: serve), once it has ends */
 
 /* A slot for a new end (its status cleared), or -1 if END_SLOTS are in flight. */
 static int end_slot_for(void) {
-    if (end_statuses == NULL) {
-        void *table = mmap(NULL, END_SLOTS * sizeof *end_statuses, PROT_READ | PROT_WRITE,
-                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (table == MAP_FAILED)
+    if (ends == NULL) {   /* virtual room only: a page is made when first written */
+        void *state = mmap(NULL, sizeof *ends, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
+                           -1, 0);
+        if (state == MAP_FAILED)
             return -1;
-        end_statuses = table;
+        ends = state;
+        end_statuses = ends->statuses;
     }
     if (child_events < 0) {
         sigset_t child;
@@ -1126,26 +1142,23 @@ static int end_slot_for(void) {
         if (child_events < 0)
             return -1;
     }
-    if (end_live == end_capacity) {
-        if (end_capacity >= END_SLOTS)
+    size_t slot = end_free_hint;   /* the lowest free: the pages used stay few */
+    while (slot < end_high && ends->children[slot].pid != 0)
+        slot++;
+    if (slot == end_high) {
+        if (end_high == END_SLOTS)
             return -1;
-        size_t grown = end_capacity ? end_capacity * 2 : 64;
-        struct end_child *more = realloc(end_children, grown * sizeof *more);
-        if (more == NULL)
-            return -1;
-        memset(more + end_capacity, 0, (grown - end_capacity) * sizeof *more);
-        end_children = more;
-        end_capacity = grown;
+        end_high++;
     }
-    for (size_t n = 0; n < end_capacity; n++) {
-        size_t slot = (end_hint + n) % end_capacity;
-        if (end_children[slot].pid == 0) {
-            end_hint = slot + 1;
-            end_statuses[slot] = 0;
-            return (int)slot;
-        }
-    }
-    return -1;
+    end_free_hint = slot + 1;
+    ends->statuses[slot] = 0;
+    return (int)slot;
+}
+
+static void free_end_slot(size_t slot) {
+    ends->children[slot].pid = 0;
+    if (slot < end_free_hint)
+        end_free_hint = slot;
 }
 
 /* Opens a cgroup file by its path, from the server's descriptor of its
@@ -1211,8 +1224,8 @@ static int read_integer(const char *path, long long *value) {
 /* supervisor.py's flat_keyed(path).get(key, 0): the value of the key's
  * last line in the file's first 4 KB (0 if none, or unreadable). */
 static long long flat_keyed(const char *path, const char *key) {
-    char data[4097];
-    ssize_t n = read_cgroup_file(path, data, sizeof data);
+    char *data = ends->data;
+    ssize_t n = read_cgroup_file(path, data, sizeof ends->data);
     long long found = 0;
     size_t length = strlen(key);
     for (char *line = n > 0 ? data : NULL; line != NULL && *line != '\0';) {
@@ -1255,7 +1268,7 @@ static void hand_back(const struct end_child *c, int init_status) {
 
 /* The end of an end request's init (reaped, with init_status): recorded here, or handed back. */
 static void take_end(struct end_child *c, size_t slot, int init_status) {
-    unsigned long long said = end_statuses[slot];
+    unsigned long long said = ends->statuses[slot];
     if (c->handed_back || !(said >> 32)) {   /* a kill's, or no status said: the shared supervisor's */
         hand_back(c, init_status);
         return;
@@ -1320,23 +1333,22 @@ static void take_end(struct end_child *c, size_t slot, int init_status) {
     if (has_peak)
         snprintf(peak_text, sizeof peak_text, "%lld", peak);
     /* json.dumps(status, sort_keys=True, separators=(",", ":")): supervisor.status_json's bytes */
-    char padded[4096];
-    int length = snprintf(padded, sizeof padded,
+    char *padded = ends->padded, *line = ends->line;
+    int length = snprintf(padded, sizeof ends->padded,
                           "{\"cgroups_kept\":%s,\"ended\":true,\"ended_at\":%s,\"exit_code\":%s,\"killed\":false,"
                           "\"memory_peak_bytes\":%s,\"message\":\"\",\"oom_kills\":%lld,\"reason\":\"\","
                           "\"signal\":%s}", kept ? "true" : "false", ended_at, code, peak_text, oom_kills,
                           signal_text);
     /* write_exit_status's: padded with spaces to the placeholder's size, a newline last, in place */
-    char line[sizeof padded + 64];
-    snprintf(line, sizeof line, "%s E %s\n", c->tag, padded);
-    memset(padded + length, ' ', sizeof padded - (size_t)length - 1);
-    padded[sizeof padded - 1] = '\n';
+    snprintf(line, sizeof ends->line, "%s E %s\n", c->tag, padded);
+    memset(padded + length, ' ', sizeof ends->padded - (size_t)length - 1);
+    padded[sizeof ends->padded - 1] = '\n';
     ssize_t written;
     do {
-        written = pwrite(exit_fd, padded, sizeof padded, 0);
+        written = pwrite(exit_fd, padded, sizeof ends->padded, 0);
     } while (written < 0 && errno == EINTR);
-    off_t size = written == (ssize_t)sizeof padded ? lseek(exit_fd, 0, SEEK_END) : -1;
-    if (size > (off_t)sizeof padded && ftruncate(exit_fd, (off_t)sizeof padded) != 0)
+    off_t size = written == (ssize_t)sizeof ends->padded ? lseek(exit_fd, 0, SEEK_END) : -1;
+    if (size > (off_t)sizeof ends->padded && ftruncate(exit_fd, (off_t)sizeof ends->padded) != 0)
         size = -1;
     close(exit_fd);
     if (size < 0) {   /* not written whole: the shared supervisor writes it */
@@ -1355,14 +1367,12 @@ static void reap_ends(void) {
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid <= 0)
             return;
-        for (size_t slot = 0; slot < end_capacity; slot++) {
-            struct end_child *c = &end_children[slot];
+        for (size_t slot = 0; slot < end_high; slot++) {
+            struct end_child *c = &ends->children[slot];
             if (c->pid != pid)
                 continue;
             take_end(c, slot, status);
-            free(c->strings);
-            memset(c, 0, sizeof *c);
-            end_live--;
+            free_end_slot(slot);
             break;
         }
     }
@@ -1382,8 +1392,8 @@ static void serve_kill(char *request, size_t size) {
     long signum = strtol(number, &rest, 10);
     if (number[0] < '0' || number[0] > '9' || *rest != '\0' || signum <= 0 || signum >= 65)
         return;
-    for (size_t slot = 0; slot < end_capacity; slot++) {
-        struct end_child *c = &end_children[slot];
+    for (size_t slot = 0; slot < end_high && ends != NULL; slot++) {
+        struct end_child *c = &ends->children[slot];
         if (c->pid == 0 || strcmp(c->tag, tag) != 0)
             continue;
         c->handed_back = 1;
@@ -1396,8 +1406,8 @@ static void serve_kill(char *request, size_t size) {
 /* An end request's fields after the owner's: exit.json's path, "1" if its
  * cgroups are pooled, its memory peak's file, its memory usage's file, "1"
  * if it has cgroups, the number of OOM event files and each one's path and
- * key. Noted for the child about to be cloned in slot (end_children), or 0
- * if they are not so. Moves *at past them. */
+ * key. Noted for the child about to be cloned in slot (ends->children), or 0
+ * if they are not so (or longer than END_STRINGS). Moves *at past them. */
 static int note_end(size_t slot, const char *tag, char **at, char *end) {
     const char *fields[5 + 2 * END_OOM_EVENTS];
     for (int i = 0; i < 5; i++)
@@ -1415,12 +1425,11 @@ static int note_end(size_t slot, const char *tag, char **at, char *end) {
     size_t total = 0;
     for (int i = 0; i < 5 + 2 * noom; i++)
         total += strlen(fields[i]) + 1;
-    struct end_child *c = &end_children[slot];
-    char *strings = malloc(total);
-    if (strings == NULL)
+    if (total > END_STRINGS)
         return 0;
-    memset(c, 0, sizeof *c);
-    c->strings = strings;
+    struct end_child *c = &ends->children[slot];
+    char *strings = c->strings;
+    c->handed_back = 0;
     const char **places[5 + 2 * END_OOM_EVENTS] = {&c->exit_path, NULL, &c->peak, &c->usage, NULL};
     for (int i = 0; i < noom; i++) {
         places[5 + 2 * i] = &c->oom_path[i];
@@ -1490,8 +1499,7 @@ static void serve_inline(char *request, size_t size, int fd) {
             return;
         }
         if (!note_end((size_t)slot, tag, &at, end) || at >= end) {
-            free(end_children[slot].strings);
-            memset(&end_children[slot], 0, sizeof end_children[slot]);
+            free_end_slot((size_t)slot);
             answer("F a bad request to the namespace init server");
             return;
         }
@@ -1512,13 +1520,10 @@ static void serve_inline(char *request, size_t size, int fd) {
     if (fd >= 0)
         close(fd);
     if (slot >= 0) {
-        if (pid > 0) {
-            end_children[slot].pid = pid;
-            end_live++;
-        } else {
-            free(end_children[slot].strings);
-            memset(&end_children[slot], 0, sizeof end_children[slot]);
-        }
+        if (pid > 0)
+            ends->children[slot].pid = pid;
+        else
+            free_end_slot((size_t)slot);
     }
     answer_clone(pid, error);
 }

@@ -155,6 +155,8 @@ INLINE_FEATURE = b"nsinit-feature:inline-spec-1"
 CHANNEL_FEATURE = b"nsinit-feature:status-channel-2"
 #: what a helper whose server takes end requests has in its binary (``nsinit.c``'s ``end_feature``)
 END_FEATURE = b"nsinit-feature:end-in-server-1"
+#: the bytes an end request's fields may take in the server (``nsinit.c``'s ``END_STRINGS``; each with its NUL)
+END_STRINGS = 1536
 #: a helper's path -> (its size, mtime and inode, whether it takes inline requests, channel requests, end
 #: requests): looked at once
 _FEATURES: dict[str, tuple[tuple[int, int, int], tuple[bool, bool, bool]]] = {}
@@ -540,8 +542,8 @@ def end_fields(exit_path: str, pooled: bool, peak: str, usage: str, has_cgroups:
     path, the memory cgroup files its end reads (the task's launch's
     ``memory_peak``, ``memory_usage`` and ``oom_events``, at most four), and
     whether its cgroups are pooled and whether it has any; None if they
-    cannot be sent so (a NUL, a relative path, too many events): the end is
-    then the caller's."""
+    cannot be sent so (a NUL, a relative path, too many events, longer than
+    :data:`END_STRINGS`): the end is then the caller's."""
     if not exit_path.startswith("/") or len(oom_events) > 4:
         return None
     fields = [exit_path, "1" if pooled else "0", peak, usage, "1" if has_cgroups else "0", str(len(oom_events))]
@@ -552,7 +554,10 @@ def end_fields(exit_path: str, pooled: bool, peak: str, usage: str, has_cgroups:
         fields += event
     if any("\0" in field for field in fields):
         return None
-    return [os.fsencode(field) for field in fields]
+    encoded = [os.fsencode(field) for field in fields]
+    if sum(len(field) + 1 for field in encoded) - len(encoded[5]) - 1 > END_STRINGS:   # (the count not kept)
+        return None
+    return encoded
 
 
 # ----------------------------------------------------------------- the spec
