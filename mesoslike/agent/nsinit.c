@@ -91,6 +91,7 @@ static char status_tag[24];
  * task's wait status before it exits; -1: none (the shared supervisor reaps it). */
 static int end_slot = -1;
 static volatile unsigned long long *end_statuses;   /* the table's statuses (struct end_state, below) */
+static unsigned long long *ends_said;   /* how many inits have said their end there (or failed), ever */
 static struct end_state *ends;
 
 /* ------------------------------------------------------------ reporting */
@@ -140,6 +141,8 @@ static void fail(const char *format, ...) {
             *c = ' ';
     strcat(message, "\n");
     say(message);
+    if (end_slot >= 0)   /* no status in its slot: its server hands its end back once it has reaped it */
+        __atomic_add_fetch(ends_said, 1, __ATOMIC_RELEASE);
     _exit(127);
 }
 
@@ -786,8 +789,10 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
             snprintf(line, sizeof line, "X %d\n", status);
             say(line);   /* said also for an end request's init: what the shared supervisor records
                           * its end from if its server dies before it has (nsinit.py's Server) */
-            if (end_slot >= 0)   /* for its server, which reaps this process: the task's status */
+            if (end_slot >= 0) {   /* for its server, which reaps this process: the task's status */
                 end_statuses[end_slot] = (1ULL << 32) | (unsigned)status;
+                __atomic_add_fetch(ends_said, 1, __ATOMIC_RELEASE);
+            }
             return 0;
         }
     }
@@ -1116,12 +1121,20 @@ struct end_child {
  * few pages an end). The inits write their statuses here. */
 struct end_state {
     volatile unsigned long long statuses[END_SLOTS];   /* (1 << 32 | the task's wait status), 0: not said */
+    unsigned long long said;                            /* ends said (or failed) by the inits, ever */
     char padded[4096];                                  /* exit.json's bytes */
     char line[4096 + 64];                               /* the E line */
     char data[4097];                                    /* a cgroup file's bytes */
     struct end_child children[END_SLOTS];               /* by slot; touched as far as used */
 };
 static size_t end_high, end_free_hint;   /* slots ever used (a high-water mark); the lowest maybe free */
+static unsigned long long ends_looked;   /* ends->said at the last look for ended inits (reap_ends) */
+/* How long after a request the server waits for the next one without
+ * being woken by an init's end (ms): the ends that come meanwhile are
+ * taken at the next request's wake, not each at a wake of its own (an end
+ * comes about as often as a launch: a wake an end was as much CPU as the
+ * rest of its work). Past it, with no request, an end wakes it at once. */
+#define END_GATHER_MS 10
 static int child_events = -1;   /* the server's signalfd of SIGCHLD (blocked: serve), once it has ends */
 
 /* A slot for a new end (its status cleared), or -1 if END_SLOTS are in flight. */
@@ -1133,6 +1146,7 @@ static int end_slot_for(void) {
             return -1;
         ends = state;
         end_statuses = ends->statuses;
+        ends_said = &ends->said;
     }
     if (child_events < 0) {
         sigset_t child;
@@ -1359,9 +1373,11 @@ static void take_end(struct end_child *c, size_t slot, int init_status) {
 }
 
 /* Every ended child reaped, each end taken (take_end). */
-static void reap_ends(void) {
+static void reap_ends(int signalled) {
     struct signalfd_siginfo pending[16];
-    while (read(child_events, pending, sizeof pending) == (ssize_t)sizeof pending) {}
+    if (signalled)
+        while (read(child_events, pending, sizeof pending) == (ssize_t)sizeof pending) {}
+    ends_looked = __atomic_load_n(&ends->said, __ATOMIC_ACQUIRE);
     for (;;) {
         int status;
         pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -1557,17 +1573,23 @@ static int serve(void) {
         if (fd != SERVER_FD && fcntl(fd, F_GETFD) < 0 && fcntl(0, F_DUPFD, fd) != fd)
             return 2;
     static char request[INLINE_MAX + 1];
+    int gathering = 0;   /* a request came within END_GATHER_MS */
     for (;;) {
         if (child_events >= 0) {   /* ends to take (its end requests' inits): the socket and SIGCHLD polled */
+            /* for END_GATHER_MS after a request, the socket alone: the ends said meanwhile (ends->said)
+             * are taken when the next request wakes it; then SIGCHLD too, which wakes it for an end */
             struct pollfd watched[2] = {{SERVER_FD, POLLIN, 0}, {child_events, POLLIN, 0}};
-            if (poll(watched, 2, -1) < 0) {
+            int ready = poll(watched, gathering ? 1 : 2, gathering ? END_GATHER_MS : -1);
+            if (ready < 0) {
                 if (errno == EINTR)
                     continue;
                 return 0;
             }
-            if (watched[1].revents & POLLIN)
-                reap_ends();
-            if (!(watched[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            int signalled = !gathering && (watched[1].revents & POLLIN);
+            if (signalled || __atomic_load_n(&ends->said, __ATOMIC_ACQUIRE) != ends_looked)
+                reap_ends(signalled);
+            gathering = ready > 0 && (watched[0].revents & (POLLIN | POLLHUP | POLLERR));
+            if (!gathering)
                 continue;
         }
         struct iovec part = {request, INLINE_MAX};
