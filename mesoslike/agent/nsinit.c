@@ -67,6 +67,7 @@
 #include <sys/signalfd.h>
 #include <time.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/stat.h>
@@ -1125,6 +1126,13 @@ struct end_state {
     char padded[4096];                                  /* exit.json's bytes */
     char line[4096 + 64];                               /* the E line */
     char data[4097];                                    /* a cgroup file's bytes */
+    struct kept_file {                                  /* the cgroup files kept open (read_kept) */
+        unsigned long long hash, used;
+        int fd, flags;
+        char path[232];
+    } kept[1024];
+    size_t nkept, kept_limit;
+    unsigned long long kept_clock;
     struct end_child children[END_SLOTS];               /* by slot; touched as far as used */
 };
 static size_t end_high, end_free_hint;   /* slots ever used (a high-water mark); the lowest maybe free */
@@ -1219,6 +1227,66 @@ static int parse_integer(const char *text, long long *value) {
     return *end == '\0' && errno == 0;
 }
 
+/* The cgroup file's first size - 1 bytes, NUL-terminated, read from a
+ * descriptor kept open from one task of a pooled cgroup to the next (as
+ * shared_supervisor.py's EndFiles keeps them: an openat and a close an end
+ * fewer), opened anew if it fails (its cgroup removed: ENODEV) or is not
+ * kept; -1 if it cannot be read. *fd: the descriptor (kept: never closed by
+ * the caller), -1 if none. */
+static ssize_t read_kept(const char *path, int flags, char *data, size_t size, int *fd) {
+    size_t length = strlen(path);
+    unsigned long long hash = path_hash(path, length);
+    struct kept_file *slot = NULL, *oldest = NULL;
+    *fd = -1;
+    if (ends->kept_limit == 0) {
+        struct rlimit limit;
+        size_t most = sizeof ends->kept / sizeof *ends->kept;
+        ends->kept_limit = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur / 4 < most ? limit.rlim_cur / 4 : most;
+    }
+    for (size_t i = 0; i < ends->nkept; i++) {
+        struct kept_file *k = &ends->kept[i];
+        if (k->hash == hash && k->flags == flags && strcmp(k->path, path) == 0) {
+            slot = k;
+            break;
+        }
+        if (oldest == NULL || k->used < oldest->used)
+            oldest = k;
+    }
+    if (slot != NULL) {
+        ssize_t n = read_from_start(slot->fd, data, size);
+        if (n >= 0) {
+            slot->used = ++ends->kept_clock;
+            *fd = slot->fd;
+            return n;
+        }
+        close(slot->fd);   /* its cgroup removed: the path's file now, opened anew */
+        slot->fd = -1;
+    }
+    int opened = open_cgroup_file(path, flags);
+    if (opened < 0)
+        return -1;
+    ssize_t n = read_from_start(opened, data, size);
+    if (n < 0 || length >= sizeof slot->path || ends->kept_limit == 0) {
+        close(opened);
+        return n < 0 ? -1 : n;   /* (not kept: read, closed) */
+    }
+    if (slot == NULL) {
+        if (ends->nkept < ends->kept_limit) {
+            slot = &ends->kept[ends->nkept++];
+        } else {   /* the least recently read let go */
+            slot = oldest;
+            close(slot->fd);
+        }
+    }
+    slot->hash = hash;
+    slot->flags = flags;
+    slot->fd = opened;
+    slot->used = ++ends->kept_clock;
+    memcpy(slot->path, path, length + 1);
+    *fd = opened;
+    return n;
+}
+
 /* The cgroup file's first size - 1 bytes, NUL-terminated; -1 if it cannot be read. */
 static ssize_t read_cgroup_file(const char *path, char *data, size_t size) {
     int fd = path[0] != '\0' ? open_cgroup_file(path, O_RDONLY) : -1;
@@ -1239,7 +1307,8 @@ static int read_integer(const char *path, long long *value) {
  * last line in the file's first 4 KB (0 if none, or unreadable). */
 static long long flat_keyed(const char *path, const char *key) {
     char *data = ends->data;
-    ssize_t n = read_cgroup_file(path, data, sizeof ends->data);
+    int fd;
+    ssize_t n = read_kept(path, O_RDONLY, data, sizeof ends->data, &fd);
     long long found = 0;
     size_t length = strlen(key);
     for (char *line = n > 0 ? data : NULL; line != NULL && *line != '\0';) {
@@ -1300,16 +1369,13 @@ static void take_end(struct end_child *c, size_t slot, int init_status) {
     long long peak = 0;
     int has_peak = 0, peak_fd = -1, kept = 0;
     if (c->pooled && oom_kills == 0 && c->peak[0] != '\0') {
-        peak_fd = open_cgroup_file(c->peak, O_RDWR);
-        if (peak_fd < 0) {   /* one that cannot be written: read alone */
+        char data[64];   /* kept open (read_kept), for its reset too */
+        if (read_kept(c->peak, O_RDWR, data, sizeof data, &peak_fd) < 0) {   /* cannot be written: read alone */
             has_peak = read_integer(c->peak, &peak);
         } else {
-            char data[64];
-            has_peak = read_from_start(peak_fd, data, sizeof data) >= 0 && parse_integer(data, &peak);
-            if (!has_peak) {
-                close(peak_fd);
+            has_peak = parse_integer(data, &peak);
+            if (!has_peak)
                 peak_fd = -1;
-            }
         }
     } else {
         has_peak = read_integer(c->peak, &peak);
@@ -1330,8 +1396,6 @@ static void take_end(struct end_child *c, size_t slot, int init_status) {
             }
         }
     }
-    if (peak_fd >= 0)
-        close(peak_fd);
     char ended_at[64];
     if ((!kept && c->has_cgroups) || !time_repr(ended_at, sizeof ended_at)) {
         /* cgroups to remove (with their waits for the kernel), or a clock of another age: as ever */
