@@ -352,8 +352,7 @@ def test_tasks_with_namespaces_run_under_the_shared_supervisor_through_its_init_
     record = read_json(str(task_file))
     assert record["started"] == "nsinit"  # type: ignore[index]
     init, task_pid = record["init"], record["pid"]  # type: ignore[index]
-    # its init is a child of the init server (which reaps it and records its end), the shared supervisor's child
-    assert parent_of(parent_of(init)) == supervisor and parent_of(task_pid) == init
+    assert parent_of(init) == supervisor and parent_of(task_pid) == init
     assert os.readlink(f"/proc/{init}/exe") == executor.init_helper   # no Python there
     assert Path(f"/proc/{init}/environ").read_bytes() == b""           # nothing of the task's environment
     assert os.readlink(f"/proc/{task_pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
@@ -391,9 +390,8 @@ def init_servers_of(supervisor: int) -> list[int]:
 def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replaced(ns_executor):
     """No exec of the init helper per task (its C library start-up cost more than the namespaces):
     one ``nsinit --serve`` process, the shared supervisor's child, clones each task's init, which is
-    the server's child (it reaps it and records its end). Killed, its inits become the shared
-    supervisor's children (a child subreaper), which records their ends as its own children's, and
-    it is replaced at the next launch, whose task runs as ever."""
+    the shared supervisor's child as a spawned one was. Killed, it is replaced at the next launch,
+    whose task runs as ever."""
     executor = ns_executor
     sandboxes = {}
     for name in ("first", "second"):
@@ -403,14 +401,12 @@ def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replace
     inits = [started_record(executor, name)["init"] for name in sandboxes]
     (server,) = set(init_servers_of(supervisor)) - set(inits)   # the inits are clones of it: the same command
     for init in inits:
-        assert parent_of(init) == server
+        assert parent_of(init) == supervisor
         assert Path(f"/proc/{init}/cmdline").read_bytes() == f"{executor.init_helper}\0--serve\0".encode()
     os.kill(server, signal.SIGKILL)
     # a zombie, or reaped already (its SIGCHLD read: the loop lets an ended server go at once)
     wait_until(lambda: not Path(f"/proc/{server}/cmdline").exists()
                or not Path(f"/proc/{server}/cmdline").read_bytes(), 20, "the server to die")
-    for init in inits:   # adopted: the shared supervisor is a child subreaper
-        assert parent_of(init) == supervisor
     executor.launch("fw", task("third", "exit 3"), "agent-1")
     for sandbox in sandboxes.values():
         (sandbox / "go").touch()
@@ -418,75 +414,6 @@ def test_task_inits_are_clones_of_one_init_server_and_a_killed_server_is_replace
     assert exits(ended) == {"first": (0, None, ""), "second": (0, None, ""), "third": (3, None, "")}
     (replacement,) = init_servers_of(supervisor)
     assert replacement != server
-
-
-def test_the_init_server_records_an_end_as_the_shared_supervisor_would(ns_executor):
-    """An end request (sup29n): the init server is its init's parent, reaps it and writes ``exit.json``
-    itself — byte for byte what ``supervisor.write_exit_status`` writes for that status (padded in
-    place over the placeholder), the pooled cgroups kept with their peak reset — before the shared
-    supervisor is told; the agent gets the same events."""
-    import json
-
-    from mesoslike.agent import supervisor as sup
-
-    executor = ns_executor
-    executor.launch("fw", task("three", "exit 3"), "agent-1")
-    executor.launch("fw", task("killed", "kill -KILL $$"), "agent-1")
-    containers = {name: run_of(executor, name).container for name in ("three", "killed")}
-    run_dirs = {name: run_of(executor, name).run_dir for name in ("three", "killed")}
-    ended = events_until(executor, lambda events: len(exits(events)) == 2)
-    assert exits(ended) == {"three": (3, None, ""), "killed": (None, 9, "")}
-    for name, run_dir in run_dirs.items():
-        written = (run_dir / "exit.json").read_bytes()
-        status = json.loads(written)
-        assert written == sup._padded(sup.status_json(status))   # write_exit_status's bytes
-        assert written.rstrip(b" \n") == json.dumps(status, sort_keys=True, separators=(",", ":")).encode()
-        assert len(written) == sup.EXIT_PLACEHOLDER_SIZE and written.endswith(b" \n")
-        assert status["ended"] is True and status["killed"] is False and status["reason"] == ""
-        assert status["oom_kills"] == 0 and status["cgroups_kept"] is True
-        assert isinstance(status["memory_peak_bytes"], int) and status["memory_peak_bytes"] > 0
-        assert isinstance(status["ended_at"], float)
-        assert_kept_for_the_pool(executor, containers[name])
-        peak = read_peak_file(containers[name])
-        assert peak is not None and peak <= sup.POOL_MEMORY_LEFT   # reset for the next task
-
-
-def read_peak_file(container) -> int | None:
-    from mesoslike.agent import supervisor as sup
-
-    (memory,) = [directory for directory in container.directories if "/memory/" in directory] or [None]
-    if memory is None:
-        return None
-    for name in ("memory.max_usage_in_bytes", "memory.peak"):
-        found = sup.read_int(os.path.join(memory, name))
-        if found is not None:
-            return found
-    return None
-
-
-def test_a_helper_without_end_requests_has_its_inits_reaped_by_the_shared_supervisor(ns_executor, tmp_path):
-    """A helper built from an older ``nsinit.c`` (channel requests, no end requests: named by an agent
-    of before) has its inits cloned as the shared supervisor's children, which reaps them and
-    records their ends itself, as before."""
-    from mesoslike.agent import nsinit
-
-    executor = ns_executor
-    source = tmp_path / "nsinit.c"
-    source.write_bytes(Path(nsinit.SOURCE).read_bytes().replace(nsinit.END_FEATURE, b"nsinit-feature:none-here"))
-    older = nsinit.build(str(tmp_path / "older"), str(source))
-    assert nsinit.takes_channel(older) and not nsinit.takes_ends(older)
-    assert nsinit.takes_ends(executor.init_helper)
-    executor.init_helper = older
-    executor.launch("fw", task("waits", "while [ ! -e go ]; do sleep 0.05; done; exit 4"), "agent-1")
-    executor.launch("fw", task("killed", "sleep 60"), "agent-1")
-    (supervisor,) = {run.watch.pid for run in executor._runs.values()}
-    inits = [started_record(executor, name)["init"] for name in ("waits", "killed")]
-    assert all(parent_of(init) == supervisor for init in inits)
-    assert executor.kill("fw", "killed", 0.0)
-    (executor.sandbox("fw", "waits") / "go").touch()
-    ended = events_until(executor, lambda events: len(exits(events)) == 2)
-    assert exits(ended)["waits"] == (4, None, "")
-    assert exits(ended)["killed"][1] in (signal.SIGTERM, signal.SIGKILL)
 
 
 def ask_for_init(server, cwd, argv) -> int:

@@ -5,9 +5,7 @@
  * agent's first start (cc, once per version of this file).
  *
  * The shared supervisor starts one of it as a server ("nsinit --serve",
- * below), which clones each task's init: a child of the shared supervisor
- * (or, for an end request, of the server, which then reaps it and records
- * its end: "ends in the server", below),
+ * below), which clones each task's init: a child of the shared supervisor,
  * the leader of a process group of its own, the first process (pid 1) of a
  * new PID namespace when the task has one, with no environment, its
  * signals blocked, and:
@@ -61,13 +59,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
-#include <poll.h>
-#include <sys/signalfd.h>
-#include <time.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/stat.h>
@@ -87,13 +80,6 @@ static int status_fd = STATUS_FD;
  * server's status channel (fd 4: one pipe shared by every init of the shared
  * supervisor), each line "TAG KIND ...". Empty: a pipe of its own. */
 static char status_tag[24];
-/* An init of an end request ('E', below): its slot in the server's table of
- * ends (a shared mapping, the server's and every init's), where it puts its
- * task's wait status before it exits; -1: none (the shared supervisor reaps it). */
-static int end_slot = -1;
-static volatile unsigned long long *end_statuses;   /* the table's statuses (struct end_state, below) */
-static unsigned long long *ends_said;   /* how many inits have said their end there (or failed), ever */
-static struct end_state *ends;
 
 /* ------------------------------------------------------------ reporting */
 static void say(const char *line) {
@@ -142,8 +128,6 @@ static void fail(const char *format, ...) {
             *c = ' ';
     strcat(message, "\n");
     say(message);
-    if (end_slot >= 0)   /* no status in its slot: its server hands its end back once it has reaped it */
-        __atomic_add_fetch(ends_said, 1, __ATOMIC_RELEASE);
     _exit(127);
 }
 
@@ -788,12 +772,7 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
             if (waitpid(task, &status, 0) != task)
                 fail("the task's leader cannot be waited for: %s", strerror(errno));
             snprintf(line, sizeof line, "X %d\n", status);
-            say(line);   /* said also for an end request's init: what the shared supervisor records
-                          * its end from if its server dies before it has (nsinit.py's Server) */
-            if (end_slot >= 0) {   /* for its server, which reaps this process: the task's status */
-                end_statuses[end_slot] = (1ULL << 32) | (unsigned)status;
-                __atomic_add_fetch(ends_said, 1, __ATOMIC_RELEASE);
-            }
+            say(line);
             return 0;
         }
     }
@@ -819,10 +798,8 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
  * 'P' or 'N', the init's tag (digits) and an inline request's fields, no
  * descriptor; the init says its lines on the channel under the tag, so no
  * pipe is made, passed and closed a task (and one read takes the lines
- * of many inits). An end request ("E", below) is a channel request with
- * its end's fields, whose init is the server's own child; a kill request
- * ("K") signals such an init. It serves until the socket's other end is
- * gone (and dies with the process that started it).
+ * of many inits). It serves until the socket's other end is gone (and dies
+ * with the process that started it).
  *
  * Why: an exec of this program per task — the C library's start-up, which
  * asks the processor what it is (CPUID instructions, each a trap out of a
@@ -1078,457 +1055,6 @@ static void note_cgroups(char *at, char *end) {
     }
 }
 
-/* ------------------------------------------------------------ ends in the server
- * An end request ('E', a channel request's fields and then the end's, below)
- * clones the init as this server's own child (no CLONE_PARENT), and the
- * server, not the shared supervisor's Python loop, takes its end: it reaps
- * the init (SIGCHLD on a signalfd, polled with the socket), reads the
- * task's wait status the init left in its slot of a table both share (a
- * MAP_SHARED mapping: no page of it copied at a clone), reads the memory
- * cgroup's OOM kills and peak as the shared supervisor's record() does
- * (supervisor.py's Supervisor.record and keep_cgroups: the peak reset for a
- * pooled cgroup kept), writes exit.json over its placeholder — the bytes
- * supervisor.write_exit_status writes — and only then says on the status
- * channel "TAG E STATUS" (STATUS: that JSON, unpadded). What it cannot
- * record so — a kill asked ('K': the end carries the kill's reason), an init
- * that failed or said no status, a pooled cgroup not kept or cgroups to
- * remove, an exit.json that cannot be opened — it hands back, untouched:
- * "TAG Z INIT_STATUS" (the init's wait status), and the shared supervisor
- * records the end as it records any (the task's status from the init's X
- * line). The shared supervisor is a child subreaper: if this server dies,
- * the inits it had not reaped become its children (shared_supervisor.py). */
-static const char end_feature[] = "nsinit-feature:end-in-server-1";
-/* ends in flight at once (inits cloned, not yet reaped): a request past it fails ("F") */
-#define END_SLOTS 16384
-#define END_OOM_EVENTS 4
-/* the bytes of an end's fields (nsinit.py's END_STRINGS: a larger one is not asked as an end request) */
-#define END_STRINGS 1536
-/* supervisor.py's POOL_MEMORY_LEFT */
-#define POOL_MEMORY_LEFT (1LL << 20)
-
-struct end_child {
-    pid_t pid;             /* 0: a free slot */
-    int handed_back;       /* a kill was asked: its end is the shared supervisor's to record */
-    int pooled, has_cgroups, noom;
-    char tag[24];
-    const char *exit_path, *peak, *usage, *oom_path[END_OOM_EVENTS], *oom_key[END_OOM_EVENTS];   /* in strings */
-    char strings[END_STRINGS];
-};
-
-/* What the server writes to take ends, all in one shared mapping (MAP_SHARED):
- * a clone copies none of its pages and shares none copy-on-write, so the
- * server's writes after each clone fault no page in to be copied (a stack
- * or heap page it wrote was copied at its next write after every clone: a
- * few pages an end). The inits write their statuses here. */
-struct end_state {
-    volatile unsigned long long statuses[END_SLOTS];   /* (1 << 32 | the task's wait status), 0: not said */
-    unsigned long long said;                            /* ends said (or failed) by the inits, ever */
-    char padded[4096];                                  /* exit.json's bytes */
-    char line[4096 + 64];                               /* the E line */
-    char data[4097];                                    /* a cgroup file's bytes */
-    struct kept_file {                                  /* the cgroup files kept open (read_kept) */
-        unsigned long long hash, used;
-        int fd, flags;
-        char path[232];
-    } kept[1024];
-    size_t nkept, kept_limit;
-    unsigned long long kept_clock;
-    struct end_child children[END_SLOTS];               /* by slot; touched as far as used */
-};
-static size_t end_high, end_free_hint;   /* slots ever used (a high-water mark); the lowest maybe free */
-static unsigned long long ends_looked;   /* ends->said at the last look for ended inits (reap_ends) */
-/* How long after a request the server waits for the next one without
- * being woken by an init's end (ms): the ends that come meanwhile are
- * taken at the next request's wake, not each at a wake of its own (an end
- * comes about as often as a launch: a wake an end was as much CPU as the
- * rest of its work). Past it, with no request, an end wakes it at once. */
-#define END_GATHER_MS 10
-static int child_events = -1;   /* the server's signalfd of SIGCHLD (blocked: serve), once it has ends */
-
-/* A slot for a new end (its status cleared), or -1 if END_SLOTS are in flight. */
-static int end_slot_for(void) {
-    if (ends == NULL) {   /* virtual room only: a page is made when first written */
-        void *state = mmap(NULL, sizeof *ends, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
-                           -1, 0);
-        if (state == MAP_FAILED)
-            return -1;
-        ends = state;
-        end_statuses = ends->statuses;
-        ends_said = &ends->said;
-    }
-    if (child_events < 0) {
-        sigset_t child;
-        sigemptyset(&child);
-        sigaddset(&child, SIGCHLD);
-        child_events = signalfd(-1, &child, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (child_events < 0)
-            return -1;
-    }
-    size_t slot = end_free_hint;   /* the lowest free: the pages used stay few */
-    while (slot < end_high && ends->children[slot].pid != 0)
-        slot++;
-    if (slot == end_high) {
-        if (end_high == END_SLOTS)
-            return -1;
-        end_high++;
-    }
-    end_free_hint = slot + 1;
-    ends->statuses[slot] = 0;
-    return (int)slot;
-}
-
-static void free_end_slot(size_t slot) {
-    ends->children[slot].pid = 0;
-    if (slot < end_free_hint)
-        end_free_hint = slot;
-}
-
-/* Opens a cgroup file by its path, from the server's descriptor of its
- * cgroup's parent (cached_parent: the one its init joined through) when
- * there is one: two names walked, not the whole path through /sys. */
-static int open_cgroup_file(const char *path, int flags) {
-    const char *file = strrchr(path, '/');
-    const char *cgroup = file;
-    if (file != NULL && file > path)
-        for (cgroup = file - 1; cgroup > path && *cgroup != '/'; cgroup--) {}
-    if (file != NULL && cgroup != NULL && cgroup > path && *cgroup == '/') {
-        int parent = cached_parent(path, (size_t)(cgroup - path));
-        if (parent >= 0) {
-            int fd = openat(parent, cgroup + 1, flags | O_CLOEXEC);
-            if (fd >= 0)
-                return fd;
-        }
-    }
-    return open(path, flags | O_CLOEXEC);
-}
-
-/* Up to size - 1 bytes of the file from its start, NUL-terminated; -1 if unreadable. */
-static ssize_t read_from_start(int fd, char *data, size_t size) {
-    ssize_t n;
-    do {
-        n = pread(fd, data, size - 1, 0);
-    } while (n < 0 && errno == EINTR);
-    data[n > 0 ? n : 0] = '\0';
-    return n;
-}
-
-/* supervisor.py's int(data.strip()): 1 and the value, or 0 (not an integer). */
-static int parse_integer(const char *text, long long *value) {
-    while (*text == ' ' || *text == '\n' || *text == '\t' || *text == '\r')
-        text++;
-    const char *digits = text + (*text == '-' || *text == '+');
-    if (*digits < '0' || *digits > '9')
-        return 0;
-    char *end;
-    errno = 0;
-    *value = strtoll(text, &end, 10);
-    while (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')
-        end++;
-    return *end == '\0' && errno == 0;
-}
-
-/* The cgroup file's first size - 1 bytes, NUL-terminated, read from a
- * descriptor kept open from one task of a pooled cgroup to the next (as
- * shared_supervisor.py's EndFiles keeps them: an openat and a close an end
- * fewer), opened anew if it fails (its cgroup removed: ENODEV) or is not
- * kept; -1 if it cannot be read. *fd: the descriptor (kept: never closed by
- * the caller), -1 if none. */
-static ssize_t read_kept(const char *path, int flags, char *data, size_t size, int *fd) {
-    size_t length = strlen(path);
-    unsigned long long hash = path_hash(path, length);
-    struct kept_file *slot = NULL, *oldest = NULL;
-    *fd = -1;
-    if (ends->kept_limit == 0) {
-        struct rlimit limit;
-        size_t most = sizeof ends->kept / sizeof *ends->kept;
-        ends->kept_limit = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur / 4 < most ? limit.rlim_cur / 4 : most;
-    }
-    for (size_t i = 0; i < ends->nkept; i++) {
-        struct kept_file *k = &ends->kept[i];
-        if (k->hash == hash && k->flags == flags && strcmp(k->path, path) == 0) {
-            slot = k;
-            break;
-        }
-        if (oldest == NULL || k->used < oldest->used)
-            oldest = k;
-    }
-    if (slot != NULL) {
-        ssize_t n = read_from_start(slot->fd, data, size);
-        if (n >= 0) {
-            slot->used = ++ends->kept_clock;
-            *fd = slot->fd;
-            return n;
-        }
-        close(slot->fd);   /* its cgroup removed: the path's file now, opened anew */
-        slot->fd = -1;
-    }
-    int opened = open_cgroup_file(path, flags);
-    if (opened < 0)
-        return -1;
-    ssize_t n = read_from_start(opened, data, size);
-    if (n < 0 || length >= sizeof slot->path || ends->kept_limit == 0) {
-        close(opened);
-        return n < 0 ? -1 : n;   /* (not kept: read, closed) */
-    }
-    if (slot == NULL) {
-        if (ends->nkept < ends->kept_limit) {
-            slot = &ends->kept[ends->nkept++];
-        } else {   /* the least recently read let go */
-            slot = oldest;
-            close(slot->fd);
-        }
-    }
-    slot->hash = hash;
-    slot->flags = flags;
-    slot->fd = opened;
-    slot->used = ++ends->kept_clock;
-    memcpy(slot->path, path, length + 1);
-    *fd = opened;
-    return n;
-}
-
-/* The cgroup file's first size - 1 bytes, NUL-terminated; -1 if it cannot be read. */
-static ssize_t read_cgroup_file(const char *path, char *data, size_t size) {
-    int fd = path[0] != '\0' ? open_cgroup_file(path, O_RDONLY) : -1;
-    if (fd < 0)
-        return -1;
-    ssize_t n = read_from_start(fd, data, size);
-    close(fd);
-    return n;
-}
-
-/* supervisor.py's read_int: 1 and the integer the file holds, or 0. */
-static int read_integer(const char *path, long long *value) {
-    char data[64];
-    return read_cgroup_file(path, data, sizeof data) >= 0 && parse_integer(data, value);
-}
-
-/* supervisor.py's flat_keyed(path).get(key, 0): the value of the key's
- * last line in the file's first 4 KB (0 if none, or unreadable). */
-static long long flat_keyed(const char *path, const char *key) {
-    char *data = ends->data;
-    int fd;
-    ssize_t n = read_kept(path, O_RDONLY, data, sizeof ends->data, &fd);
-    long long found = 0;
-    size_t length = strlen(key);
-    for (char *line = n > 0 ? data : NULL; line != NULL && *line != '\0';) {
-        char *next = strchr(line, '\n');
-        if (next != NULL)
-            *next++ = '\0';
-        long long value;
-        if (strncmp(line, key, length) == 0 && line[length] == ' ' && parse_integer(line + length + 1, &value))
-            found = value;
-        line = next;
-    }
-    return found;
-}
-
-/* time.time() as json writes it (Python's repr of the float) to the
- * microsecond: SECONDS.MICROSECONDS, the trailing zeros of the fraction
- * cut (one kept). No float is formatted: the decimal is written and the
- * reader parses it to the nearest double, whose repr is that decimal again
- * — with ten digits before the point (1e9 <= seconds < 2^32) a double's
- * spacing (at most 2^-21 s) is finer than a microsecond, so no other
- * decimal of as few digits reads as the same double. 0 outside that range
- * (the end is then handed back). */
-static int time_repr(char *out, size_t size) {
-    struct timespec now;
-    if (clock_gettime(CLOCK_REALTIME, &now) != 0 || now.tv_sec < 1000000000L || now.tv_sec >= 4294967296LL)
-        return 0;
-    int length = snprintf(out, size, "%lld.%06ld", (long long)now.tv_sec, now.tv_nsec / 1000);
-    if (length < 0 || (size_t)length >= size)
-        return 0;
-    while (out[length - 1] == '0' && out[length - 2] != '.')
-        out[--length] = '\0';
-    return 1;
-}
-
-static void hand_back(const struct end_child *c, int init_status) {
-    char line[64];
-    snprintf(line, sizeof line, "%s Z %d\n", c->tag, init_status);
-    say(line);   /* the server's fd 4 is its status channel; the line has its tag already */
-}
-
-/* The end of an end request's init (reaped, with init_status): recorded here, or handed back. */
-static void take_end(struct end_child *c, size_t slot, int init_status) {
-    unsigned long long said = ends->statuses[slot];
-    if (c->handed_back || !(said >> 32)) {   /* a kill's, or no status said: the shared supervisor's */
-        hand_back(c, init_status);
-        return;
-    }
-    int status = (int)(unsigned)(said & 0xffffffffULL);
-    int exit_fd = open(c->exit_path, O_WRONLY | O_CLOEXEC);   /* supervisor.overwrite(create=False)'s */
-    if (exit_fd < 0) {   /* no placeholder: the shared supervisor makes it, as ever */
-        hand_back(c, init_status);
-        return;
-    }
-    /* Supervisor.record's order: the OOM kills, the peak (kept open to be reset), then whether kept */
-    long long oom_kills = 0;
-    for (int i = 0; i < c->noom; i++)
-        oom_kills += flat_keyed(c->oom_path[i], c->oom_key[i]);
-    long long peak = 0;
-    int has_peak = 0, peak_fd = -1, kept = 0;
-    if (c->pooled && oom_kills == 0 && c->peak[0] != '\0') {
-        char data[64];   /* kept open (read_kept), for its reset too */
-        if (read_kept(c->peak, O_RDWR, data, sizeof data, &peak_fd) < 0) {   /* cannot be written: read alone */
-            has_peak = read_integer(c->peak, &peak);
-        } else {
-            has_peak = parse_integer(data, &peak);
-            if (!has_peak)
-                peak_fd = -1;
-        }
-    } else {
-        has_peak = read_integer(c->peak, &peak);
-    }
-    if (c->pooled && oom_kills == 0) {   /* keep_cgroups: emptied (pid 1 of its namespace has ended) */
-        long long usage = 0;
-        kept = 1;
-        if ((!has_peak || peak > POOL_MEMORY_LEFT) && read_integer(c->usage, &usage) && usage > POOL_MEMORY_LEFT)
-            kept = 0;
-        if (kept) {   /* its peak reset for the next task */
-            if (peak_fd >= 0) {
-                kept = pwrite(peak_fd, "0", 1, 0) >= 0;
-            } else if (c->peak[0] != '\0') {
-                int fd = open_cgroup_file(c->peak, O_WRONLY);
-                kept = fd >= 0 && write(fd, "0", 1) >= 0;
-                if (fd >= 0)
-                    close(fd);
-            }
-        }
-    }
-    char ended_at[64];
-    if ((!kept && c->has_cgroups) || !time_repr(ended_at, sizeof ended_at)) {
-        /* cgroups to remove (with their waits for the kernel), or a clock of another age: as ever */
-        close(exit_fd);
-        hand_back(c, init_status);
-        return;
-    }
-    char code[24] = "null", signal_text[24] = "null", peak_text[24] = "null";
-    if (WIFSIGNALED(status))
-        snprintf(signal_text, sizeof signal_text, "%d", WTERMSIG(status));
-    else
-        snprintf(code, sizeof code, "%d", WEXITSTATUS(status));
-    if (has_peak)
-        snprintf(peak_text, sizeof peak_text, "%lld", peak);
-    /* json.dumps(status, sort_keys=True, separators=(",", ":")): supervisor.status_json's bytes */
-    char *padded = ends->padded, *line = ends->line;
-    int length = snprintf(padded, sizeof ends->padded,
-                          "{\"cgroups_kept\":%s,\"ended\":true,\"ended_at\":%s,\"exit_code\":%s,\"killed\":false,"
-                          "\"memory_peak_bytes\":%s,\"message\":\"\",\"oom_kills\":%lld,\"reason\":\"\","
-                          "\"signal\":%s}", kept ? "true" : "false", ended_at, code, peak_text, oom_kills,
-                          signal_text);
-    /* write_exit_status's: padded with spaces to the placeholder's size, a newline last, in place */
-    snprintf(line, sizeof ends->line, "%s E %s\n", c->tag, padded);
-    memset(padded + length, ' ', sizeof ends->padded - (size_t)length - 1);
-    padded[sizeof ends->padded - 1] = '\n';
-    ssize_t written;
-    do {
-        written = pwrite(exit_fd, padded, sizeof ends->padded, 0);
-    } while (written < 0 && errno == EINTR);
-    off_t size = written == (ssize_t)sizeof ends->padded ? lseek(exit_fd, 0, SEEK_END) : -1;
-    if (size > (off_t)sizeof ends->padded && ftruncate(exit_fd, (off_t)sizeof ends->padded) != 0)
-        size = -1;
-    close(exit_fd);
-    if (size < 0) {   /* not written whole: the shared supervisor writes it */
-        hand_back(c, init_status);
-        return;
-    }
-    say(line);   /* (the server's fd 4: its status channel, untagged) after exit.json: in its file before told */
-}
-
-/* Every ended child reaped, each end taken (take_end). */
-static void reap_ends(int signalled) {
-    struct signalfd_siginfo pending[16];
-    if (signalled)
-        while (read(child_events, pending, sizeof pending) == (ssize_t)sizeof pending) {}
-    ends_looked = __atomic_load_n(&ends->said, __ATOMIC_ACQUIRE);
-    for (;;) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid <= 0)
-            return;
-        for (size_t slot = 0; slot < end_high; slot++) {
-            struct end_child *c = &ends->children[slot];
-            if (c->pid != pid)
-                continue;
-            take_end(c, slot, status);
-            free_end_slot(slot);
-            break;
-        }
-    }
-}
-
-/* A kill request: "K", the init's tag, NUL, the signal's number. Its end
- * is handed back (the shared supervisor records it, killed, with its
- * reason); the signal goes to its process group (else to it), as
- * Supervisor.signal_group sends it — by the init's parent, which has not
- * reaped it: its pid is no other process's. No answer. */
-static void serve_kill(char *request, size_t size) {
-    char *at = request + 1, *end = request + size;
-    const char *tag = request_field(&at, end), *number = request_field(&at, end);
-    if (tag == NULL || number == NULL)
-        return;
-    char *rest;
-    long signum = strtol(number, &rest, 10);
-    if (number[0] < '0' || number[0] > '9' || *rest != '\0' || signum <= 0 || signum >= 65)
-        return;
-    for (size_t slot = 0; slot < end_high && ends != NULL; slot++) {
-        struct end_child *c = &ends->children[slot];
-        if (c->pid == 0 || strcmp(c->tag, tag) != 0)
-            continue;
-        c->handed_back = 1;
-        if (kill(-c->pid, (int)signum) != 0 && errno == ESRCH)
-            kill(c->pid, (int)signum);
-        return;
-    }
-}
-
-/* An end request's fields after the owner's: exit.json's path, "1" if its
- * cgroups are pooled, its memory peak's file, its memory usage's file, "1"
- * if it has cgroups, the number of OOM event files and each one's path and
- * key. Noted for the child about to be cloned in slot (ends->children), or 0
- * if they are not so (or longer than END_STRINGS). Moves *at past them. */
-static int note_end(size_t slot, const char *tag, char **at, char *end) {
-    const char *fields[5 + 2 * END_OOM_EVENTS];
-    for (int i = 0; i < 5; i++)
-        if ((fields[i] = request_field(at, end)) == NULL)
-            return 0;
-    const char *count_text = request_field(at, end);
-    if (count_text == NULL || count_text[0] < '0' || count_text[0] > '0' + END_OOM_EVENTS || count_text[1] != '\0')
-        return 0;
-    int noom = count_text[0] - '0';
-    for (int i = 0; i < 2 * noom; i++)
-        if ((fields[5 + i] = request_field(at, end)) == NULL)
-            return 0;
-    if (fields[0][0] != '/')
-        return 0;
-    size_t total = 0;
-    for (int i = 0; i < 5 + 2 * noom; i++)
-        total += strlen(fields[i]) + 1;
-    if (total > END_STRINGS)
-        return 0;
-    struct end_child *c = &ends->children[slot];
-    char *strings = c->strings;
-    c->handed_back = 0;
-    const char **places[5 + 2 * END_OOM_EVENTS] = {&c->exit_path, NULL, &c->peak, &c->usage, NULL};
-    for (int i = 0; i < noom; i++) {
-        places[5 + 2 * i] = &c->oom_path[i];
-        places[6 + 2 * i] = &c->oom_key[i];
-    }
-    for (int i = 0; i < 5 + 2 * noom; i++) {
-        size_t length = strlen(fields[i]) + 1;
-        memcpy(strings, fields[i], length);
-        if (places[i] != NULL)
-            *places[i] = strings;
-        strings += length;
-    }
-    c->pooled = strcmp(fields[1], "1") == 0;
-    c->has_cgroups = strcmp(fields[4], "1") == 0;
-    c->noom = noom;
-    strcpy(c->tag, tag);   /* checked to fit by the caller */
-    return 1;
-}
-
 /* An inline request: "S", "P" or "N", then NUL-terminated fields: the
  * task's stdout and stderr paths, their owner ("" or "UID:GID"), and the
  * spec itself to the end of the message; one descriptor, the status pipe.
@@ -1541,16 +1067,14 @@ static void serve_inline(char *request, size_t size, int fd) {
     char *at = request + 2, *end = request + size;
     /* a channel request ('C'): the init's tag first (digits), no descriptor: its lines go on the
      * server's status channel (fd 4) under the tag, not on a pipe of its own */
-    int ends_here = request[0] == 'E';   /* an end request: a channel request whose end the server takes */
-    const char *tag = request[0] == 'C' || ends_here ? request_field(&at, end) : "";
+    const char *tag = request[0] == 'C' ? request_field(&at, end) : "";
     const char *out_path = request_field(&at, end), *err_path = request_field(&at, end);
     const char *owner = request_field(&at, end);
     int good = out_path != NULL && err_path != NULL && owner != NULL && at < end && end[-1] == '\0'
                && (request[1] == 'P' || request[1] == 'N') && out_path[0] == '/' && err_path[0] == '/';
-    if (good && (request[0] == 'C' || ends_here)) {
+    if (good && request[0] == 'C') {
         size_t digits = tag != NULL ? strspn(tag, "0123456789") : 0;
-        good = has_channel && fd < 0 && digits > 0 && digits < sizeof status_tag && tag[digits] == '\0'
-               && (!ends_here || request[1] == 'P');   /* its end needs no look at its cgroups: pid 1's */
+        good = has_channel && fd < 0 && digits > 0 && digits < sizeof status_tag && tag[digits] == '\0';
     }
     unsigned long uid = 0, gid = 0;
     int owned = good && owner[0] != '\0';
@@ -1571,40 +1095,18 @@ static void serve_inline(char *request, size_t size, int fd) {
         answer("F a bad request to the namespace init server");
         return;
     }
-    int slot = -1;
-    if (ends_here) {
-        slot = end_slot_for();
-        if (slot < 0) {
-            answer("F too many tasks in flight for the namespace init server");
-            return;
-        }
-        if (!note_end((size_t)slot, tag, &at, end) || at >= end) {
-            free_end_slot((size_t)slot);
-            answer("F a bad request to the namespace init server");
-            return;
-        }
-    }
     note_cgroups(at, end);
-    /* an end request's init is this server's child (its exit signal SIGCHLD); any other is the shared
-     * supervisor's (CLONE_PARENT: its exit signal the server's own) */
-    unsigned long flags = (ends_here ? SIGCHLD : CLONE_PARENT) | (request[1] == 'P' ? CLONE_NEWPID : 0);
+    unsigned long flags = CLONE_PARENT | (request[1] == 'P' ? CLONE_NEWPID : 0);
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid == 0) {
-        if (request[0] == 'C' || ends_here)
+        if (request[0] == 'C')
             strcpy(status_tag, tag);   /* checked to fit above */
-        end_slot = slot;
         become_init_inline(fd, out_path, err_path, owned, (uid_t)uid, (gid_t)gid, at, (size_t)(end - at));
     }
     joined_count = 0;   /* the init's, noted in its copy: the server's stays none */
     int error = errno;
     if (fd >= 0)
         close(fd);
-    if (slot >= 0) {
-        if (pid > 0)
-            ends->children[slot].pid = pid;
-        else
-            free_end_slot((size_t)slot);
-    }
     answer_clone(pid, error);
 }
 
@@ -1637,25 +1139,7 @@ static int serve(void) {
         if (fd != SERVER_FD && fcntl(fd, F_GETFD) < 0 && fcntl(0, F_DUPFD, fd) != fd)
             return 2;
     static char request[INLINE_MAX + 1];
-    int gathering = 0;   /* a request came within END_GATHER_MS */
     for (;;) {
-        if (child_events >= 0) {   /* ends to take (its end requests' inits): the socket and SIGCHLD polled */
-            /* for END_GATHER_MS after a request, the socket alone: the ends said meanwhile (ends->said)
-             * are taken when the next request wakes it; then SIGCHLD too, which wakes it for an end */
-            struct pollfd watched[2] = {{SERVER_FD, POLLIN, 0}, {child_events, POLLIN, 0}};
-            int ready = poll(watched, gathering ? 1 : 2, gathering ? END_GATHER_MS : -1);
-            if (ready < 0) {
-                if (errno == EINTR)
-                    continue;
-                return 0;
-            }
-            int signalled = !gathering && (watched[1].revents & POLLIN);
-            if (signalled || __atomic_load_n(&ends->said, __ATOMIC_ACQUIRE) != ends_looked)
-                reap_ends(signalled);
-            gathering = ready > 0 && (watched[0].revents & (POLLIN | POLLHUP | POLLERR));
-            if (!gathering)
-                continue;
-        }
         struct iovec part = {request, INLINE_MAX};
         union { struct cmsghdr header; char space[CMSG_SPACE(8 * sizeof(int))]; } control;
         struct msghdr message;
@@ -1683,12 +1167,7 @@ static int serve(void) {
             serve_inline(request, (size_t)n, fds[0]);
             continue;
         }
-        if (kind == 'K' && count == 0 && n >= 2 && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-            request[n] = '\0';
-            serve_kill(request, (size_t)n);
-            continue;
-        }
-        if ((kind == 'C' || kind == 'E') && count == 0 && n >= 2 && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        if (kind == 'C' && count == 0 && n >= 2 && !(message.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
             request[n] = '\0';
             serve_inline(request, (size_t)n, -1);
             continue;
@@ -1717,7 +1196,6 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--features") == 0) {
         puts(inline_feature);
         puts(channel_feature);
-        puts(end_feature);
         return 0;
     }
     if (argc != 1) {

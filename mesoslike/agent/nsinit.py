@@ -38,8 +38,7 @@ import tempfile
 import time
 
 __all__ = ["SOURCE", "helper", "build", "encode_spec", "BuildProblem", "Server", "ServerGone", "INLINE_MAX",
-           "INLINE_FEATURE", "takes_inline", "CHANNEL_FEATURE", "takes_channel", "END_FEATURE", "takes_ends",
-           "StatusChannel"]
+           "INLINE_FEATURE", "takes_inline", "CHANNEL_FEATURE", "takes_channel", "StatusChannel"]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.c")
 #: how long a compile may take (s): a loaded machine, a slow disk
@@ -153,33 +152,29 @@ INLINE_MAX = 96 << 10
 INLINE_FEATURE = b"nsinit-feature:inline-spec-1"
 #: what a helper that takes channel requests has in its binary (``nsinit.c``'s ``channel_feature``)
 CHANNEL_FEATURE = b"nsinit-feature:status-channel-2"
-#: what a helper whose server takes end requests has in its binary (``nsinit.c``'s ``end_feature``)
-END_FEATURE = b"nsinit-feature:end-in-server-1"
-#: the bytes an end request's fields may take in the server (``nsinit.c``'s ``END_STRINGS``; each with its NUL)
-END_STRINGS = 1536
-#: a helper's path -> (its size, mtime and inode, whether it takes inline requests, channel requests, end
-#: requests): looked at once
-_FEATURES: dict[str, tuple[tuple[int, int, int], tuple[bool, bool, bool]]] = {}
+#: a helper's path -> (its size, mtime and inode, whether it takes inline requests, channel requests):
+#: looked at once
+_FEATURES: dict[str, tuple[tuple[int, int, int], bool, bool]] = {}
 
 
-def _features(helper: str) -> tuple[bool, bool, bool]:
+def _features(helper: str) -> tuple[bool, bool]:
     try:
         info = os.stat(helper)
     except OSError:
-        return False, False, False
+        return False, False
     key = (info.st_size, info.st_mtime_ns, info.st_ino)
     known = _FEATURES.get(helper)
     if known is not None and known[0] == key:
-        return known[1]
+        return known[1], known[2]
     try:
         with open(helper, "rb") as handle:
             text = handle.read()
-        found = INLINE_FEATURE in text, CHANNEL_FEATURE in text, END_FEATURE in text
+        found = INLINE_FEATURE in text, CHANNEL_FEATURE in text
     except OSError:
-        found = False, False, False
+        found = False, False
     if len(_FEATURES) >= 16:
         _FEATURES.clear()
-    _FEATURES[helper] = (key, found)
+    _FEATURES[helper] = (key, *found)
     return found
 
 
@@ -196,14 +191,6 @@ def takes_channel(helper: str) -> bool:
     rather than a pipe each. A helper built from an older ``nsinit.c`` does
     not, and gets a pipe per init as before."""
     return _features(helper)[1]
-
-
-def takes_ends(helper: str) -> bool:
-    """Whether the helper's server takes end requests (:meth:`Server.submit_end`):
-    it is then the parent of their inits, reaps them and records their ends
-    itself. A helper built from an older ``nsinit.c`` does not: its inits
-    are the shared supervisor's children, reaped and recorded there."""
-    return _features(helper)[2]
 
 
 class StatusChannel:
@@ -276,8 +263,7 @@ class Server:
     an exec per task cost more CPU than the task's namespaces
     (docs/performance.rst). The inits it clones are this process's
     children (``CLONE_PARENT``): watched, signalled and reaped here as if
-    spawned here — but for those of end requests (:meth:`submit_end`),
-    which are the server's, reaped and recorded there. ``blocked``: the signals the inits start with blocked
+    spawned here. ``blocked``: the signals the inits start with blocked
     (the server keeps them blocked; it ends when its socket's other end
     closes, or this process dies). Not thread-safe."""
 
@@ -289,11 +275,9 @@ class Server:
         if the helper takes channel requests (:func:`takes_channel`):
         :meth:`submit_channel` then sends them."""
         self.helper = helper
-        inline, takes, ends = _features(helper)
+        inline, takes = _features(helper)
         #: the status channel its inits say their lines on (:meth:`submit_channel`), if it has one
         self.channel = channel if takes else None
-        #: whether it takes end requests (:meth:`submit_end`: a status channel is theirs too)
-        self.ends = ends and self.channel is not None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             given = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, 5)   # never moved over by fd 3's dup
@@ -396,39 +380,7 @@ class Server:
         self._send([head, paths, who, b"\0", spec], [])
         return True
 
-    def submit_end(self, tag: int, spec: bytes, stdout: str, stderr: str, owner: tuple[int, int] | None,
-                   end: list[bytes]) -> bool:
-        """As :meth:`submit_channel` (a PID namespace's init), and the
-        server takes the init's end (``nsinit.c``'s "ends in the server"):
-        it is the init's parent, reaps it, records the task's end in its
-        ``exit.json`` and then says on the :attr:`channel`, under ``tag``,
-        ``E STATUS`` (the JSON written) — or ``Z STATUS`` (the init's wait
-        status) for an end it hands back unrecorded (after a :meth:`signal`,
-        a failed launch, cgroups to remove). ``end``: the end's fields
-        (:func:`end_fields`). False (nothing sent) if this server takes no
-        end requests or the request would be too large."""
-        if not self.ends or tag < 0:
-            return False
-        if not stdout.startswith("/") or not stderr.startswith("/") or "\0" in stdout or "\0" in stderr:
-            return False
-        head = b"EP%d\0" % tag
-        paths = os.fsencode(stdout) + b"\0" + os.fsencode(stderr) + b"\0"
-        who = f"{int(owner[0])}:{int(owner[1])}".encode() if owner is not None else b""
-        fields = b"\0".join(end) + b"\0"
-        if len(head) + len(paths) + len(who) + 1 + len(fields) + len(spec) > INLINE_MAX:
-            return False
-        self._send([head, paths, who, b"\0", fields, spec], [], answered=True)
-        return True
-
-    def signal(self, tag: int, signum: int) -> None:
-        """Send ``signum`` to the process group of the init of end request
-        ``tag`` (else to the init), if the server has not reaped it — by its
-        parent: no other process can have its pid meanwhile — and hand its
-        end back (``Z``: its caller records it, killed). No answer.
-        :class:`ServerGone` if the server has ended."""
-        self._send([b"K%d\0%d\0" % (tag, signum)], [], answered=False)
-
-    def _send(self, message: list[bytes], descriptors: list[int], answered: bool = True) -> None:
+    def _send(self, message: list[bytes], descriptors: list[int]) -> None:
         if self.sock is None:
             raise ServerGone(f"the namespace init server {self.pid} has ended")
         control = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", descriptors))] if descriptors else []
@@ -451,8 +403,6 @@ class Server:
             if not events and left <= 0:
                 self._gone(f"the namespace init server {self.pid} does not read its requests")
                 raise ServerGone(f"the namespace init server {self.pid} does not read its requests")
-        if not answered:
-            return
         self.pending += 1
         if self.pending == 1:
             self.oldest = time.monotonic()
@@ -509,10 +459,8 @@ class Server:
 
     def close(self) -> None:
         """Let it go and reap it: killed, not waited for to see its socket
-        closed (one that does not answer may not read either). The inits of
-        its end requests it had not reaped are its caller's children once
-        this returns (a child subreaper's: the kernel moved them before the
-        server's zombie could be reaped); the others never were its. The
+        closed (one that does not answer may not read either); it holds
+        nothing, and the inits it cloned are not its children. The
         requests still in flight get :class:`ServerGone` as their answers
         (:meth:`answers`)."""
         if self.sock is None:
@@ -534,30 +482,6 @@ def _poll(sock: socket.socket, events: int, timeout: float) -> int:
     poller.register(sock.fileno(), events)
     found = poller.poll(max(0.0, timeout) * 1000)
     return found[0][1] if found else 0
-
-
-def end_fields(exit_path: str, pooled: bool, peak: str, usage: str, has_cgroups: bool,
-               oom_events: list) -> list[bytes] | None:
-    """An end request's fields (:meth:`Server.submit_end`): ``exit.json``'s
-    path, the memory cgroup files its end reads (the task's launch's
-    ``memory_peak``, ``memory_usage`` and ``oom_events``, at most four), and
-    whether its cgroups are pooled and whether it has any; None if they
-    cannot be sent so (a NUL, a relative path, too many events, longer than
-    :data:`END_STRINGS`): the end is then the caller's."""
-    if not exit_path.startswith("/") or len(oom_events) > 4:
-        return None
-    fields = [exit_path, "1" if pooled else "0", peak, usage, "1" if has_cgroups else "0", str(len(oom_events))]
-    for event in oom_events:
-        if not (isinstance(event, (list, tuple)) and len(event) == 2
-                and isinstance(event[0], str) and isinstance(event[1], str)):
-            return None
-        fields += event
-    if any("\0" in field for field in fields):
-        return None
-    encoded = [os.fsencode(field) for field in fields]
-    if sum(len(field) + 1 for field in encoded) - len(encoded[5]) - 1 > END_STRINGS:   # (the count not kept)
-        return None
-    return encoded
 
 
 # ----------------------------------------------------------------- the spec

@@ -18,22 +18,12 @@ namespaces (the default isolation) gets, instead of a supervisor of its
 own as the init of its PID namespace, the compiled namespace init helper
 (:mod:`.nsinit`, ``nsinit.c``), cloned by the helper's server (one per
 shared supervisor, its child: :meth:`SharedSupervisor.server_for`) as pid 1
-of a new PID namespace (:meth:`SharedTask.submit_init`): it makes the
-mounts, starts the task, forwards signals, reaps orphans and says when the
-task executes and how it ended — on the shared supervisor's one status
-channel, each line tagged with the task's number
-(:class:`.nsinit.StatusChannel`; a helper built from an older
-``nsinit.c``: on a pipe of its own). The init is the server's child, and
-the server takes its end — reaps it, reads its memory cgroup's files,
-writes ``exit.json`` and then says so on the channel
-(:meth:`SharedSupervisor.ended_in_server`; an *end request*,
-:meth:`.nsinit.Server.submit_end`) — for a task that is pid 1 of its PID
-namespace with nothing else to undo at its end (no user, no secret files,
-pooled cgroups or none: :meth:`SharedTask.end_request`); kills go through
-the server, which then hands the end back to be recorded here. Any other
-init is this process's child (``CLONE_PARENT``), reaped and recorded here.
-This process is a child subreaper: the inits of a server that dies become
-its children (:meth:`SharedSupervisor.adopt`). Its
+of a new PID namespace and a child of this process
+(:meth:`SharedTask.submit_init`): it makes the mounts, starts the
+task, forwards signals, reaps orphans and says when the task executes
+and how it ended — on the shared supervisor's one status channel, each
+line tagged with the task's number (:class:`.nsinit.StatusChannel`; a
+helper built from an older ``nsinit.c``: on a pipe of its own). Its
 requests to the server are not round trips: a batch of launches is sent, and the answers (each init's pid, in
 the order asked) are taken as they come, in the loop; a kill that comes
 before its task's answer is carried out once the pid is known. A
@@ -299,9 +289,6 @@ class SharedTask(sup.Supervisor):
         #: the memory cgroup files kept open from one pooled task to the next (a pooled task's: EndFiles)
         self.end_files: EndFiles | None = None
         self.kept_peak_fd = -1   # the peak's descriptor read_peak took from end_files
-        #: the init server that takes this task's end (an end request's: it is the init's parent, reaps it
-        #: and records the end, :meth:`.nsinit.Server.submit_end`), while it does
-        self.ends_in_server: nsinit.Server | None = None
         self._prefix = run_dir + "/"   # (the launch's run directory: made here, no trailing "/")
 
     def path(self, name: str) -> str:
@@ -355,45 +342,6 @@ class SharedTask(sup.Supervisor):
         if self.killing is not None and self.kill_deadline is not None and not self.sigkill_sent:
             self.killing[self.name] = self
 
-    def signal_group(self, signum: int) -> None:
-        """As a task's own supervisor signals it; the init of an end request
-        through its server (its parent, :meth:`.nsinit.Server.signal`: the
-        pid is no other process's until the server has reaped it), which
-        then hands its end back to be recorded here, killed. Its server
-        gone, the init is signalled here only if it is this process's child
-        now (an orphan of the server's, :meth:`SharedSupervisor.adopt`): one
-        the server had reaped is gone, its pid maybe another's."""
-        server = self.ends_in_server
-        if server is not None:
-            if server.sock is not None:
-                try:
-                    server.signal(self.tag, signum)
-                    return
-                except nsinit.ServerGone:
-                    pass
-            try:
-                os.waitid(os.P_PID, self.task_pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except OSError:   # not this process's child (ChildProcessError): reaped by its server
-                return
-        super().signal_group(signum)
-
-    def end_request(self) -> list[bytes] | None:
-        """The fields of an end request for this task (:func:`.nsinit.end_fields`),
-        or None if its end must be recorded here: a task whose end has more
-        to it than the init server does — a user's sandbox to take back,
-        secret files to remove, cgroups to remove (not pooled) —, or no
-        PID namespace (its cgroups would need a look)."""
-        launch = self.launch
-        if self.user is not None or self.secret_files or "pid" not in launch["namespaces"]:
-            return None
-        pooled = launch.get("pooled") is True
-        peak, usage = launch.get("memory_peak") or "", launch.get("memory_usage") or ""
-        oom_events = launch.get("oom_events", [])
-        if (launch["cgroups"] and not pooled) or not isinstance(usage, str) or not isinstance(peak, str):
-            return None
-        return nsinit.end_fields(self.path(sup.EXIT_FILE), pooled, peak, usage, bool(launch["cgroups"]),
-                                 oom_events)
-
     def submit_init(self, server_for: Callable[[str], nsinit.Server], tag: int = -1) -> nsinit.Server:
         """Ask for the init helper of this task (``launch["init"]``) of
         its server (``server_for(helper)``, a :class:`.nsinit.Server`: a
@@ -411,9 +359,7 @@ class SharedTask(sup.Supervisor):
         first, as a task's own supervisor does it: the volumes' missing
         sandbox sources made. With ``tag`` (>= 0) and a server that has a
         status channel, the init says its lines there under ``tag``
-        (:attr:`tag` set; no status pipe: :meth:`.nsinit.Server.submit_channel`);
-        and with a server that takes end requests, its end is the server's to
-        take (:attr:`ends_in_server`, :meth:`end_request`)."""
+        (:attr:`tag` set; no status pipe: :meth:`.nsinit.Server.submit_channel`)."""
         launch = self.launch
         for volume in launch["volumes"]:
             if volume.get("make_source") and not os.path.lexists(volume["source"]):
@@ -433,20 +379,12 @@ class SharedTask(sup.Supervisor):
         pid_namespace = "pid" in launch["namespaces"]
         owner = (user.uid, user.gid) if user is not None else None
         if tag >= 0:   # one channel for every init: no pipe made, passed, polled and closed a task
-            end = self.end_request() if pid_namespace else None
-
-            def ask(server: nsinit.Server) -> bool:
-                if end is not None and server.submit_end(tag, spec, launch["stdout"], launch["stderr"], owner, end):
-                    self.ends_in_server = server
-                    return True
-                return server.submit_channel(tag, spec, launch["stdout"], launch["stderr"], owner, pid_namespace)
-
             server = server_for(launch["init"])
             try:
-                sent = ask(server)
+                sent = server.submit_channel(tag, spec, launch["stdout"], launch["stderr"], owner, pid_namespace)
             except nsinit.ServerGone:   # killed, or ended: this request did not reach it; a new one
                 server = server_for(launch["init"])
-                sent = ask(server)
+                sent = server.submit_channel(tag, spec, launch["stdout"], launch["stderr"], owner, pid_namespace)
             if sent:
                 self.tag = tag
                 self.started_by = "nsinit"
@@ -590,22 +528,6 @@ def _private_tmp_places(tmp: str, keep: list) -> list[tuple[str, str]]:
 _KEPT_BELOW_TMP: dict[tuple, list[tuple[str, str]]] = {}
 
 
-def become_subreaper() -> None:
-    """This process a child subreaper (``PR_SET_CHILD_SUBREAPER``): the
-    orphans of its descendants become its children, not init's — the inits
-    of an init server that died or was let go before it reaped them
-    (:meth:`SharedSupervisor.adopt`: reaped and recorded here, as any).
-    Through the C library's ``prctl`` (``ctypes``; the standard library
-    has none); a failure is said, not fatal (such orphans are then
-    init's: their ends are recorded as the agent records a shared
-    supervisor's death, ``TASK_FAILED``)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(36, 1, 0, 0, 0) != 0:   # PR_SET_CHILD_SUBREAPER
-        sup.say(f"cannot be a child subreaper: {os.strerror(ctypes.get_errno())}")
-
-
 def child_signals() -> int:
     """A signalfd (non-blocking, close-on-exec) for ``SIGCHLD``, which the
     caller blocks: readable while one is pending. The standard library has
@@ -725,7 +647,6 @@ class SharedSupervisor:
         signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGCHLD,))
         self.child_signals = child_signals()
         self.poller.register(self.child_signals, select.EPOLLIN)
-        become_subreaper()
         self.listen()
         while True:
             now = time.monotonic()
@@ -750,10 +671,6 @@ class SharedSupervisor:
                     self.heard(self.by_status_pipe[fd])
                 elif fd in self.servers:
                     self.settle(self.servers[fd][0])
-            if self.init_server is not None and self.init_server.sock is None:   # gone (a kill's or a send's
-                server, self.init_server = self.init_server, None                 # error found it so)
-                self.settle(server)
-                self.adopt(server)
             if self.sweep_due:
                 self.reap_ended()
             self.deadlines(time.monotonic())
@@ -1009,9 +926,8 @@ class SharedSupervisor:
             del self.tasks[task.name]
             self.failed(task, sup.REASON_LAUNCH_FAILED, f"{type(answer).__name__}: {answer}")
             return
-        self.by_pid[answer] = task   # (an end request's init: found here if its server dies, adopt)
-        if task.ends_in_server is None:
-            self.sweep_due = True   # it may have ended already: its zombie, left by reap_ended until now
+        self.by_pid[answer] = task
+        self.sweep_due = True   # it may have ended already: its zombie, left by reap_ended until now
         if task.status_pipe >= 0:
             self.by_status_pipe[task.status_pipe] = task
             self.poller.register(task.status_pipe, select.EPOLLIN)
@@ -1033,7 +949,6 @@ class SharedSupervisor:
                 self.settle(server, wait=True)
             server.close()   # what is still in flight (an ended server's) fails (settle)
             self.settle(server)
-            self.adopt(server)
             server = self.init_server = None
         if server is None:
             if self.channel is None:   # kept while this process lives: the inits of a server let go hold it
@@ -1082,73 +997,18 @@ class SharedSupervisor:
         if self.channel is None:
             return
         begun: list[SharedTask] = []
-        ends: list[tuple[SharedTask, bytes]] = []
         for tag, line in self.channel.read():
             task = self.by_tag.get(tag)
             if task is None:   # a tag of no task now (never written so): dropped
-                continue
-            if task.ends_in_server is not None and line[:2] in (b"E ", b"Z "):   # its server's, not its init's
-                ends.append((task, line))
                 continue
             was_executing = task.executing
             task.take((line,))
             if task.executing and not was_executing and not task.awaiting:
                 begun.append(task)
-        if any(task.awaiting for task, _ in ends):   # its answer was sent before its end: read first
-            for server, _ in list(self.servers.values()):
-                self.settle(server)
         # told once every line read is taken: a short task's R and X in the same read, as in one read
         # of a pipe, get no task.json (started)
         for task in begun:
             self.started(task, self.task_host_pid(task))
-        for task, line in ends:   # after its start is told
-            self.ended_in_server(task, line)
-
-    def ended_in_server(self, task: SharedTask, line: bytes) -> None:
-        """The init server reaped ``task``'s init: ``E STATUS``, it recorded
-        the end (``exit.json`` holds ``STATUS`` now: told as it is, then
-        ``E``); ``Z STATUS``, it handed the end back (the init's wait
-        status): recorded here as any reaped init's (:meth:`reaped`)."""
-        if self.tasks.get(task.name) is not task or task.awaiting:   # ended already, or its answer lost
-            return
-        kind, _, said = line.partition(b" ")
-        task.ends_in_server = None
-        if kind == b"E" and said[:1] == b"{" and said[-1:] == b"}" and said.isascii():
-            self.by_pid.pop(task.task_pid, None)
-            self.by_tag.pop(task.tag, None)
-            del self.tasks[task.name]
-            if self.conn is not None:
-                self.outbox += b"X " + task.name.encode("ascii") + b" " + said + b"\n"
-            self.tell(f"E {task.name}")
-            return
-        if kind == b"Z" and said.lstrip(b"-").isdigit():
-            self.reaped(task, int(said), heard=True)
-            return
-        sup.say(f"{task.name}: its init server said {line[:200]!r} of its end: recorded here")
-        self.reaped(task, task.task_status if task.task_status is not None else signal.SIGKILL, heard=True)
-
-    def adopt(self, server: nsinit.Server) -> None:
-        """``server`` has ended, or was let go (killed, reaped): the inits
-        of its end requests that it had not reaped are this process's
-        children now (a child subreaper's: :func:`become_subreaper`),
-        watched and reaped here as any (their task's status from their
-        X line); an init it had reaped without saying so — killed between
-        its reap and its line — is recorded here from what the init said
-        (its X, or its F; else as killed by SIGKILL). What it said before it
-        ended is read first."""
-        if not any(task.ends_in_server is server for task in self.tasks.values()):
-            return
-        self.hear_channel()
-        for task in list(self.tasks.values()):
-            if task.ends_in_server is not server or task.awaiting:   # awaiting: failed by its answer (settle)
-                continue
-            task.ends_in_server = None
-            try:
-                os.waitid(os.P_PID, task.task_pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:   # reaped by the server: its end is recorded here
-                self.reaped(task, task.task_status if task.task_status is not None else signal.SIGKILL, heard=True)
-                continue
-            self.sweep_due = True   # this process's child now: it may have ended already
 
     def task_host_pid(self, task: SharedTask) -> int:
         """The task's pid as the host sees it, from the pid its helper
@@ -1214,7 +1074,6 @@ class SharedSupervisor:
                 self.settle(server)
                 server.close()
                 self.settle(server)
-                self.adopt(server)
                 continue
             for server in servers:   # an init whose answer came and is not read yet?
                 if server.pending:
@@ -1239,16 +1098,7 @@ class SharedSupervisor:
         self.by_pid.pop(task.task_pid, None)
         if not (task.started_by == "nsinit" and "pid" in task.launch.get("namespaces", ())):
             task.signal_group(signal.SIGKILL)
-        _, status = os.waitpid(task.task_pid, 0)
-        self.reaped(task, status)
-
-    def reaped(self, task: SharedTask, status: int, heard: bool = False) -> None:
-        """The task's leader (its init) reaped with wait status ``status``
-        (here, or by its init server: ``heard``, all its init said on the
-        channel was read before): its end recorded once its cgroups are
-        empty (:meth:`finish`)."""
-        self.by_pid.pop(task.task_pid, None)
-        task.status = status
+        _, task.status = os.waitpid(task.task_pid, 0)
         if task.status_pipe >= 0:   # an init helper: all it said is in its pipe now
             pipe = task.status_pipe
             self.heard(task)
@@ -1257,7 +1107,7 @@ class SharedSupervisor:
                 os.close(pipe)
                 task.status_pipe = -1
         if task.tag >= 0:   # its init said all it said before it ended: on the channel now, if not read yet
-            if task.task_status is None and not task.failure and not heard:
+            if task.task_status is None and not task.failure:
                 self.hear_channel()
             self.by_tag.pop(task.tag, None)
         if task.child is not None:   # reaped here: its Popen must never wait for the pid (reused by then)
@@ -1326,7 +1176,6 @@ class SharedSupervisor:
                 sup.say(f"the namespace init server {server.pid} does not answer: it is let go")
                 server.close()
                 self.settle(server)
-                self.adopt(server)
 
     def close(self) -> None:
         if self.listener is not None:
