@@ -286,8 +286,6 @@ class SharedTask(sup.Supervisor):
         self.unrecorded_start: dict | None = None   # its task.json, not written: it had ended (started())
         #: the shared supervisor's tasks with a kill deadline (SharedSupervisor.killing), once it has one
         self.killing: dict[str, SharedTask] | None = None
-        #: the shared supervisor's children that may end without a word (SharedSupervisor.silent)
-        self.silent: set[int] | None = None
         #: the memory cgroup files kept open from one pooled task to the next (a pooled task's: EndFiles)
         self.end_files: EndFiles | None = None
         self.kept_peak_fd = -1   # the peak's descriptor read_peak took from end_files
@@ -343,14 +341,6 @@ class SharedTask(sup.Supervisor):
         super().kill(grace)
         if self.killing is not None and self.kill_deadline is not None and not self.sigkill_sent:
             self.killing[self.name] = self
-
-    def sigkill(self) -> None:
-        """As a task's own supervisor SIGKILLs it; its init, killed with it,
-        says nothing more: its end is found by the shared supervisor's look
-        at every child (:attr:`silent`)."""
-        super().sigkill()
-        if self.silent is not None and self.task_pid:
-            self.silent.add(self.task_pid)
 
     def submit_init(self, server_for: Callable[[str], nsinit.Server], tag: int = -1) -> nsinit.Server:
         """Ask for the init helper of this task (``launch["init"]``) of
@@ -582,16 +572,6 @@ class SharedSupervisor:
         #: epoll set (pidfd_open, two epoll_ctl and a close a task)
         self.by_pid: dict[int, SharedTask] = {}
         self.child_signals = -1   # the signalfd of SIGCHLD (blocked), once run
-        #: the inits (first of their PID namespace) that said their end (X, or F) and are not reaped yet, by
-        #: pid: reaped by a waitpid of each when SIGCHLD comes, not found by waitid's looks at every child
-        #: (wait_consider_task: a look went over every running init, two looks an end)
-        self.said_end: dict[int, SharedTask] = {}
-        #: the running children that may end without a word first — a task started here without an init, a
-        #: user switch's fork, an init SIGKILLed —: while there is one, SIGCHLD also looks at every child
-        self.silent: set[int] = set()
-        #: a look at every child is due at the next reap_ended (the last one stopped short of the end, or
-        #: the periodic one: an ended child of no one's, a server that ended with an end, found within a second)
-        self.look_due = False
         #: look for ended children at the end of this turn: a SIGCHLD may have been taken unblocked (a
         #: user switch's Popen), or an init's zombie waited for its server's answer (answered)
         self.sweep_due = False
@@ -672,7 +652,6 @@ class SharedSupervisor:
             now = time.monotonic()
             if now >= self.next_agent_check:
                 self.next_agent_check = now + sup.AGENT_CHECK_INTERVAL
-                self.look_due = True
                 if self.check_agent(now):
                     break
             if self.stopping and not self.tasks:
@@ -850,7 +829,6 @@ class SharedSupervisor:
         run_dir = os.path.join(self.tasks_root, name)
         task = SharedTask(run_dir, name, self.pid)
         task.killing = self.killing
-        task.silent = self.silent
         task.end_files = self.end_files
         try:
             sup.overwrite(task.path(sup.SUPERVISOR_FILE), self.supervisor_record)   # sup.write_run_file's way
@@ -895,7 +873,6 @@ class SharedSupervisor:
             return
         self.tasks[name] = task
         self.by_pid[task.task_pid] = task
-        self.silent.add(task.task_pid)   # no init to say its end: found by a look at every child
         if task.child is not None:   # a Popen: SIGCHLD was unblocked for it (SharedTask.spawn)
             self.sweep_due = True
         self.started(task, task.task_pid)
@@ -951,9 +928,6 @@ class SharedSupervisor:
             return
         self.by_pid[answer] = task
         self.sweep_due = True   # it may have ended already: its zombie, left by reap_ended until now
-        if "pid" not in task.launch.get("namespaces", ()):   # not reaped by its pid (said): found by a look
-            self.silent.add(answer)
-        self.said(task)
         if task.status_pipe >= 0:
             self.by_status_pipe[task.status_pipe] = task
             self.poller.register(task.status_pipe, select.EPOLLIN)
@@ -1014,18 +988,6 @@ class SharedSupervisor:
             self.by_status_pipe.pop(pipe, None)
         if task.executing and not was_executing:
             self.started(task, self.task_host_pid(task))
-        self.said(task)
-
-    def said(self, task: SharedTask) -> None:
-        """If ``task``'s init has said its end (or why it could not start
-        the task) and its pid is known, it is reaped by a ``waitpid`` of
-        that pid once ``SIGCHLD`` comes (:attr:`said_end`) — the first
-        process of a PID namespace only: its group is of its namespace, no
-        other process's once it is reaped (:meth:`reap`)."""
-        if ((task.task_status is not None or task.failure) and task.task_pid and not task.awaiting
-                and task.started_by == "nsinit" and "pid" in task.launch.get("namespaces", ())
-                and self.tasks.get(task.name) is task and task.status is None):
-            self.said_end[task.task_pid] = task
 
     def hear_channel(self) -> None:
         """What the inits said on the status channel, each line to its
@@ -1043,8 +1005,6 @@ class SharedSupervisor:
             task.take((line,))
             if task.executing and not was_executing and not task.awaiting:
                 begun.append(task)
-            if line[:2] in (b"X ", b"F "):
-                self.said(task)
         # told once every line read is taken: a short task's R and X in the same read, as in one read
         # of a pipe, get no task.json (started)
         for task in begun:
@@ -1078,15 +1038,8 @@ class SharedSupervisor:
         self.tell(f"E {task.name}")
 
     def reap_ended(self) -> None:
-        """``SIGCHLD`` pending (the signalfd read empty), or a look due.
-        The inits that said their end (:attr:`said_end`, the channel read
-        first: an init's lines are there before its zombie is) are reaped
-        each by a ``waitpid`` of its pid; then, only if some end may be
-        another's — no such init was reaped on a ``SIGCHLD``, a child may
-        end without a word (:attr:`silent`), or a look is due
-        (:attr:`look_due`, once a second) — every ended child is found with
-        ``waitid`` (a look at every child: each running init's
-        ``wait_consider_task``) — looked at, not reaped
+        """``SIGCHLD`` pending (the signalfd read empty), or a look due:
+        every ended child found with ``waitid`` — looked at, not reaped
         (``WNOWAIT``) — and taken in turn: a task's (:meth:`reap`), an
         init server's (its answers read first, then reaped:
         :meth:`.nsinit.Server.close`), or one of no one's (reaped). An init
@@ -1095,29 +1048,12 @@ class SharedSupervisor:
         for another look), and the look stops there (``waitid`` would find
         it first again)."""
         self.sweep_due = False
-        signalled = self.child_signals < 0   # (no signalfd: every call is for an end)
         if self.child_signals >= 0:
             try:
                 while len(os.read(self.child_signals, 4096)) == 4096:
                     pass
-                signalled = True
             except (BlockingIOError, InterruptedError):
                 pass
-        if signalled and self.channel is not None:   # an init's words are in the channel before its zombie is
-            self.hear_channel()
-        reaped = False
-        for pid, ending in list(self.said_end.items()):   # each by its pid: no look at every child
-            try:
-                done, status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:   # (never: reaped only here)
-                del self.said_end[pid]
-                continue
-            if done:
-                self.reap(ending, status)
-                reaped = True
-        if not (self.look_due or self.silent or (signalled and not reaped)):
-            return   # every end SIGCHLD said was one of said_end's
-        self.look_due = False
         while True:
             try:
                 found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -1145,14 +1081,13 @@ class SharedSupervisor:
             if pid in self.by_pid:
                 continue
             if any(server.pending for server in servers):   # maybe an init still unanswered: left
-                self.look_due = True   # looked at again at the next reap_ended (answered asks for one)
                 return
             try:   # no one's (an init of a server gone before it answered): reaped
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
 
-    def reap(self, task: SharedTask, status: int | None = None) -> None:
+    def reap(self, task: SharedTask) -> None:
         """The task's leader has ended: its group killed (the unreaped
         leader still pins the group id), then reaped; its cgroups emptied
         before its end is recorded. The first process of a PID namespace
@@ -1161,14 +1096,9 @@ class SharedSupervisor:
         reaped before this zombie could be seen (:meth:`emptied`): one
         ``kill`` a task fewer."""
         self.by_pid.pop(task.task_pid, None)
-        self.said_end.pop(task.task_pid, None)
-        self.silent.discard(task.task_pid)
-        if status is not None:   # reaped already (said_end's: the first process of its PID namespace)
-            task.status = status
-        else:
-            if not (task.started_by == "nsinit" and "pid" in task.launch.get("namespaces", ())):
-                task.signal_group(signal.SIGKILL)
-            _, task.status = os.waitpid(task.task_pid, 0)
+        if not (task.started_by == "nsinit" and "pid" in task.launch.get("namespaces", ())):
+            task.signal_group(signal.SIGKILL)
+        _, task.status = os.waitpid(task.task_pid, 0)
         if task.status_pipe >= 0:   # an init helper: all it said is in its pipe now
             pipe = task.status_pipe
             self.heard(task)
