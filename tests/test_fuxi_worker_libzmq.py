@@ -68,12 +68,18 @@ def connect(address: str, keys, server_key: bytes, limit: int = 1 << 20, log=Non
                       reconnect_min=0.02, reconnect_max=0.1, log=log or (lambda level, text: None))
 
 
-def test_a_worker_connection_speaks_curve_with_its_appmaster(pairs, free_address):
+def appmaster_and_worker(pairs, address: str, limit: int = 1 << 20) -> tuple[Server, Connection, Poller]:
+    """An AppMaster's server that knows the workers' key, and a worker's connection to it (reading frames up to
+    ``limit`` bytes) with its poller."""
     appmaster, worker, keys = pairs
-    server = Server(free_address, codec=Frames(1 << 20), keys=appmaster,
+    server = Server(address, codec=Frames(1 << 20), keys=appmaster,
                     authenticator=Authenticator({worker.public: "workers"}))
-    connection = connect(free_address, keys, appmaster.public)
-    poller = Poller([connection])
+    connection = connect(address, keys, appmaster.public, limit=limit)
+    return server, connection, Poller([connection])
+
+
+def test_a_worker_connection_speaks_curve_with_its_appmaster(pairs, free_address):
+    server, connection, poller = appmaster_and_worker(pairs, free_address)
     try:
         assert connection.send(b"HELLO")
         frames = server_frames(server)
@@ -110,11 +116,7 @@ def test_a_refused_key_is_logged_and_tried_again_with_a_new_socket(pairs, free_a
 
 
 def test_a_frame_over_the_limit_is_not_read_and_the_connection_is_made_anew(pairs, free_address):
-    appmaster, worker, keys = pairs
-    server = Server(free_address, codec=Frames(1 << 20), keys=appmaster,
-                    authenticator=Authenticator({worker.public: "workers"}))
-    connection = connect(free_address, keys, appmaster.public, limit=1024)
-    poller = Poller([connection])
+    server, connection, poller = appmaster_and_worker(pairs, free_address, limit=1024)
     frames = server_frames(server)
     got: list = []
 
@@ -148,11 +150,7 @@ def _monitor_readable(connection: Connection) -> bool:
 def test_the_last_frames_before_a_drop_are_read_from_the_socket_made_anew(pairs, free_address):
     # an AppMaster that says RELEASE and exits: the frame and the drop's event wait together when the worker
     # wakes (a loaded machine); the socket is made anew for the drop, and the frame must not go with the old one
-    appmaster, worker, keys = pairs
-    server = Server(free_address, codec=Frames(1 << 20), keys=appmaster,
-                    authenticator=Authenticator({worker.public: "workers"}))
-    connection = connect(free_address, keys, appmaster.public)
-    poller = Poller([connection])
+    server, connection, poller = appmaster_and_worker(pairs, free_address)
     frames = server_frames(server)
     try:
         connection.send(b"HELLO")
