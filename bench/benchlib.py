@@ -329,6 +329,49 @@ def _listdir(directory: Path) -> list[str]:
         return []
 
 
+#: where :func:`remove_work_directory` notes when a benchmark last removed its work directory (wall clock)
+REMOVED_STAMP = Path(os.environ.get("TMPDIR", "/tmp")) / "mesoslike-bench-removed-at"
+#: seconds after a removal before ext4 stops skipping the freed inodes (``RECENTCY_MIN``; the inode table
+#: synced, so not ``RECENTCY_DIRTY``'s five minutes more), and a margin
+SETTLE_AFTER_REMOVAL = 65.0
+
+
+def remove_work_directory(work: Path) -> None:
+    """Remove a benchmark's work directory, sync, and note when
+    (:data:`REMOVED_STAMP`). On ext4 without a journal (these machines)
+    the kernel does not give out an inode freed less than a minute ago (5
+    if its inode table block is still dirty: hence the sync): each new
+    inode's allocation scans past them (``find_inode_bit``,
+    ``recently_deleted``). A run's tens of thousands of sandboxes removed
+    just before the next run made that run's ``mkdir``\ s cost several
+    times more (docs/performance.rst, "Stop 21: what is left, priced")."""
+    import shutil
+    shutil.rmtree(work, ignore_errors=True)
+    os.sync()
+    try:
+        REMOVED_STAMP.write_text(f"{time.time():.3f}\n")
+    except OSError:
+        pass
+
+
+def settle_after_removal(log: Callable[[str], None], seconds: float = SETTLE_AFTER_REMOVAL) -> float:
+    """Wait until ``seconds`` have passed since a benchmark last removed
+    its work directory (:func:`remove_work_directory`), so that this run
+    does not pay for that one's freed inodes; the seconds waited."""
+    try:
+        removed_at = float(REMOVED_STAMP.read_text())
+    except (OSError, ValueError):
+        return 0.0
+    wait_s = removed_at + seconds - time.time()
+    if wait_s <= 0 or wait_s > seconds + 1.0:   # long ago, or a clock set back: nothing to wait for
+        return 0.0
+    log(f"waiting {wait_s:.0f} s: the last benchmark removed its work directory {seconds - wait_s:.0f} s ago "
+        "(ext4 skips inodes freed less than a minute ago)")
+    wait_s = min(wait_s, seconds)
+    time.sleep(wait_s)
+    return round(wait_s, 1)
+
+
 def free_port(pair: bool = False) -> int:
     """A free port on 127.0.0.1 (with ``pair``, the next one is free too: bench/muxwire.py's)."""
     import socket

@@ -360,9 +360,11 @@ def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
     return {key: round(after[key] - before[key], 3) for key in after}
 
 
-def spread(values: list[float]) -> dict[str, float]:
-    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
-            "max": round(max(values), 1), "rounds": [round(v, 1) for v in values]}
+def spread(values: list[float], digits: int = 1) -> dict[str, float]:
+    """Median, min, max and each round, rounded to ``digits`` (CPU ms a task: 3 — a change of 0.05 ms a task is
+    ~2 % of a real-agents round, which one decimal hid)."""
+    return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
+            "max": round(max(values), digits), "rounds": [round(v, digits) for v in values]}
 
 
 # ----------------------------------------------------------------- frameworks
@@ -628,7 +630,7 @@ class RealAgentsRounds:
         tasks, rates, baseline, cpus, peers = self.tasks, self.rates, self.baseline, self.cpus, self.peers
         ratios = [a / b for a, b in zip(rates, baseline)]
         # CPU per task of each part (the bound, once the CPUs are busy: docs/performance.rst)
-        per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]}
+        per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus], 3) for key in cpus[0]}
         result = {"tasks": tasks, "agents": len(self.cluster.agents), "tasks_per_s": spread(rates),
                   "baseline_spawn_per_s": spread(baseline), "ratio_to_baseline": spread([100 * x for x in ratios]),
                   "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task, "machine_per_round": self.machine}
@@ -677,7 +679,7 @@ def measure_isolation(procs: Processes, tasks: int, rounds: int, isolation: str,
             "isolated_tasks_per_s": spread(rates["isolated"]), "baseline_tasks_per_s": spread(rates["baseline"]),
             "ratio_percent": spread(ratios), "ratio_percent_per_round": [round(x, 1) for x in ratios],
             "loadavg_per_round": loads,
-            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
+            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]], 3)
                                        for key in cpus[name][0]} for name in cpus}}
 
 
@@ -784,9 +786,25 @@ def interleaved_before_after(procs: Processes, tasks: int, rounds: int,
         "after_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["after"], baselines)]),
         "before_to_baseline_percent": spread([100 * a / b for a, b in zip(rates["before"], baselines)]),
         "loadavg_per_round": loads,
-        "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
-                                   for key in cpus[name][0]} for name in cpus}}
+        "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]], 3)
+                                   for key in cpus[name][0]} for name in cpus},
+        # the whole cluster's CPU a task (every process but the bench's own), after - before, pair by pair: the
+        # rate of a pair moves with the machine by more than a change of a few per cent does, its CPU less
+        "cpu_ms_per_task_after_minus_before": _paired_cpu(cpus, tasks),
+        "cpu_s_per_round": cpus}
     return summary, cpus
+
+
+#: CPU figures that are sums of others in the same record (the real agents' ``agents_tasks``: the shared
+#: supervisors', the init servers' and the inits' and tasks'), left out of a total
+_SUMS = frozenset({"agents_tasks"})
+
+
+def _paired_cpu(cpus: dict[str, list[dict]], tasks: int) -> dict:
+    def total(cpu: dict) -> float:
+        return sum(value for key, value in cpu.items() if key not in _SUMS)
+    differences = [1000 * (total(after) - total(before)) / tasks for after, before in zip(cpus["after"], cpus["before"])]
+    return {**spread(differences, 3), "lower_in": sum(1 for d in differences if d < 0), "pairs": len(differences)}
 
 
 def _agent_isolation(cluster: Cluster) -> list[str]:
@@ -1133,7 +1151,7 @@ def run_local_child(tasks: int, rounds: int, out: Path) -> None:
         fixed.append({"ms": round(1000 / one, 1), "client_cpu_ms": round(1000 * one_cpu["run_client"], 1)})
         log(f"run on local round {r + 1}: {rates[-1]:.0f} tasks/s (spawning directly {baseline[-1]:.0f}/s), "
             f"cpu {cpu}; a one-task run {fixed[-1]}")
-    per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus]) for key in cpus[0]}
+    per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus], 3) for key in cpus[0]}
     out.write_text(json.dumps({
         "tasks": tasks, "tasks_per_s": spread(rates), "baseline_spawn_per_s": spread(baseline),
         "ratio_to_baseline": spread([100 * a / b for a, b in zip(rates, baseline)]),
@@ -1272,7 +1290,7 @@ def measure_run_local_processes(procs: Processes, tasks: int, rounds: int, agent
             **{f"{name}_to_baseline_percent": spread([100 * a / b for a, b in zip(rates[name], baselines)])
                for name in sides},
             "loadavg_per_round": loads,
-            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]])
+            "cpu_ms_per_task": {name: {key: spread([1000 * cpu[key] / tasks for cpu in cpus[name]], 3)
                                        for key in cpus[name][0]} for name in sides},
             "cpu_s_per_round": cpus,
             "how": "`mesoslike run --instances N --cpus 0.1 --mem 16 -- true`, start to exit, against `mesoslike "
@@ -1473,6 +1491,10 @@ def main() -> None:
     parser.add_argument("--task-user", default="", metavar="USER",
                         help="before_after: the frameworks' FrameworkInfo.user (as 'mesoslike run' on a secured "
                              "cluster names its user; default: none, the agents' own)")
+    parser.add_argument("--no-settle", action="store_true",
+                        help="start at once, even within a minute of another benchmark's removal of its work "
+                             "directory (by default this run waits for those freed inodes to age: on ext4 without "
+                             "a journal a new inode is placed after scanning past them)")
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--zmq-echo", help=argparse.SUPPRESS)
@@ -1503,6 +1525,8 @@ def main() -> None:
         parser.error("before_after needs --before REF")
     if args.before and only & {"run_local", "control"}:
         only.discard("before_after")   # --before goes to the run_local or control measurement
+    # nothing freed by the last run's clean-up still in the way of this one's inodes (remove_work_directory)
+    settled_s = 0.0 if args.no_settle else benchlib.settle_after_removal(log)
     started = time.perf_counter()
     load_start = os.getloadavg()
     head, _ = benchlib.git_state(MEASURED)
@@ -1511,7 +1535,9 @@ def main() -> None:
                  "machine": benchlib.machine_info(),
                  "code": {"git_head": head, "blob_ids": benchlib.blob_ids(MEASURED)},
                  # spawn_directly's sandboxes placed as the agent's are (the top of directory hierarchies)
-                 "baseline_spawn_spread": True}
+                 "baseline_spawn_spread": True,
+                 # seconds waited for the last benchmark's removed files to age (benchlib.settle_after_removal)
+                 "settled_s": settled_s}
     work = Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     procs = Processes(work)
     try:
@@ -1586,7 +1612,7 @@ def main() -> None:
         swept = benchlib.sweep_agent_cgroups(work)
         if swept:
             log(f"removed {swept} cgroups the stopped agents left")
-        shutil.rmtree(work, ignore_errors=True)
+        benchlib.remove_work_directory(work)
     doc["targets"] = targets(doc)
     _, changed = benchlib.git_state(MEASURED)
     benchlib.finish(doc, started, load_start, args.out, log, changed)

@@ -52,3 +52,23 @@ def test_the_sweep_removes_the_cgroups_of_an_agent_named_apart_from_its_director
     assert lib.sweep_agent_cgroups(work, ("mesoslike", "bench-run")) == 2
     assert sorted(os.listdir(hierarchy / "mesoslike")) == [theirs]   # another run's agent's: kept
     assert not (hierarchy / "bench-run").exists()                     # the benchmark's own root, left empty
+
+
+def test_a_run_waits_for_the_inodes_the_last_run_freed_to_age_and_only_then(tmp_path, monkeypatch):
+    # on ext4 without a journal a new inode is placed after scanning past those freed in the last minute: a run
+    # started right after the previous one removed its work directory paid for it (benchlib.remove_work_directory)
+    lib = benchlib()
+    monkeypatch.setattr(lib, "REMOVED_STAMP", tmp_path / "removed-at")
+    waits: list[float] = []
+    monkeypatch.setattr(lib.time, "sleep", waits.append)
+    assert lib.settle_after_removal(print) == 0.0 and waits == []        # no run removed anything yet
+    work = tmp_path / "work"
+    (work / "agent-0" / "sandboxes").mkdir(parents=True)
+    lib.remove_work_directory(work)
+    assert not work.exists()
+    waited = lib.settle_after_removal(print, seconds=65.0)
+    assert len(waits) == 1 and 60.0 < waits[0] <= 65.0 and waited == round(waits[0], 1)
+    (tmp_path / "removed-at").write_text(f"{lib.time.time() - 66.0:.3f}\n")   # long enough ago
+    assert lib.settle_after_removal(print, seconds=65.0) == 0.0 and len(waits) == 1
+    (tmp_path / "removed-at").write_text("garbage\n")
+    assert lib.settle_after_removal(print, seconds=65.0) == 0.0 and len(waits) == 1
