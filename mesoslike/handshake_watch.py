@@ -1,8 +1,8 @@
 """What a client makes of its connection's monitor events: the one set of
 rules of :meth:`mesoslike.transport.Client._watch` (pyzmq) and of the Fuxi
 worker's :meth:`mesoslike_frameworks.fuxi.worker_libzmq.Connection.watch`
-(libzmq through ``ctypes``), sans-I/O: events in — kind, value and the
-caller's ``now`` —, verdicts out — what to log, whether to make the socket
+(libzmq through ``ctypes``), sans-I/O: events in — their kind and the
+caller's ``now`` (their value is only for the caller's log) —, verdicts out — what to log, whether to make the socket
 anew now, when a refused handshake is due to be tried again. No ZeroMQ, no
 logging, no clock read here: the caller reads the monitor, makes the socket
 anew, logs and counts (docs/wire.rst, "Failed handshakes").
@@ -35,9 +35,11 @@ since the last that succeeded; ``refused``: one was refused since then;
     HANDSHAKE_FAILED_AUTH,  not refused                       FIRST_REFUSAL (log)  failed, refused,
       _PROTOCOL (refusal)                                                            retry_at = now + retry_after
                             refused                           REFUSAL              retry_at = now + retry_after
-    HANDSHAKE_SUCCEEDED     failed                            SUCCEEDED_AFTER_     all cleared: cuts 0,
-                                                                FAILURE (log)        retry_at None
-                            not failed                        SUCCEEDED            (already clear)
+    HANDSHAKE_SUCCEEDED     failed                            SUCCEEDED_AFTER_     not failed, not refused,
+                                                                FAILURE (log)        cuts 0, retry_at None
+                            not failed                        SUCCEEDED            retry_at None (a renewal
+                                                                                     that failed is not needed:
+                                                                                     the old socket connected)
     DISCONNECTED            not failed                        DROPPED (renew now)  unchanged
                             failed                            IGNORED              unchanged (the failed
                                                                                      handshake's own drop)

@@ -97,7 +97,7 @@ def test_a_success_after_failure_is_told_and_clears_the_cuts_and_the_retry():
     assert watch.retry_at is not None
     assert watch.event(SUCCESS, 4.0) is SUCCEEDED_AFTER_FAILURE
     watch._check()
-    assert (watch.failed, watch.refused, watch.cuts, watch.retry_at) == (False, False, 0, None)
+    assert (watch.failed, watch.refused, watch.cuts) == (False, False, 0) and watch.retry_at is None
     assert (watch.failures, watch.refusals) == (3, 1), "the counters are of all time"
     # the cut count starts again: two cuts are not a refusal
     assert feed(watch, CUT_EVENT, CUT_EVENT) == [FIRST_CUT, CUT]
@@ -143,3 +143,12 @@ def test_the_pause_must_be_positive():
     with pytest.raises(ValueError):
         HandshakeWatch(0.0)
 
+
+
+def test_a_success_on_the_old_socket_drops_the_retry_of_a_failed_renewal():
+    # ZeroMQ reconnected the socket that could not be replaced (a network error, not a protocol one)
+    watch = HandshakeWatch(0.5)
+    assert feed(watch, DISCONNECTED) == [DROPPED]
+    watch.renew_failed(10.0)
+    assert feed(watch, SUCCESS) == [SUCCEEDED]
+    assert watch.retry_at is None and not watch.retry_due(11.0)
