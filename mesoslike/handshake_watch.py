@@ -2,9 +2,10 @@
 rules of :meth:`mesoslike.transport.Client._watch` (pyzmq) and of the Fuxi
 worker's :meth:`mesoslike_frameworks.fuxi.worker_libzmq.Connection.watch`
 (libzmq through ``ctypes``), sans-I/O: events in — their kind and the
-caller's ``now`` (their value is only for the caller's log) —, verdicts out — what to log, whether to make the socket
-anew now, when a refused handshake is due to be tried again. No ZeroMQ, no
-logging, no clock read here: the caller reads the monitor, makes the socket
+caller's ``now`` (their value is only for the caller's log) —, verdicts
+out — what to log, whether to make the socket anew now, when a refused
+handshake is due to be tried again. No ZeroMQ, no logging, no clock read
+here: the caller reads the monitor, makes the socket
 anew, logs and counts (docs/wire.rst, "Failed handshakes").
 
 Why the rules are what they are: ZeroMQ reconnects by itself after a network

@@ -215,7 +215,8 @@ class Connection:
         except OSError:
             lib.close(socket, 0)
             raise
-        if lib.lib.zmq_socket_monitor(socket, address, WATCHED_EVENTS) != 0 or lib.lib.zmq_connect(monitor, address) != 0:
+        if lib.lib.zmq_socket_monitor(socket, address, WATCHED_EVENTS) != 0 \
+                or lib.lib.zmq_connect(monitor, address) != 0:
             problem = lib.error("cannot monitor the connection")
             lib.lib.zmq_socket_monitor(socket, None, 0)
             lib.close(monitor, 0)
