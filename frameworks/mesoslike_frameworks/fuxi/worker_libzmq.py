@@ -194,8 +194,9 @@ class Connection:
         self._more = ctypes.c_int(0)
         self._more_size = ctypes.c_size_t(ctypes.sizeof(self._more))
         self.dropped = 0                 # frames send() could not hand to ZeroMQ
-        #: what the monitor's events mean: the handshake's state, when to try a refused one again (watch)
-        self._handshake = HandshakeWatch(self._reconnect_max)
+        #: what the monitor's events mean: the handshake's state, and when a refused one is tried again
+        #: with a new socket (``retry_at``, which the poller waits for)
+        self.handshake = HandshakeWatch(self._reconnect_max)
         #: counts the sockets made: a poller registers the new ones
         self.generation = 0
         self._socket: int | None = None
@@ -246,7 +247,7 @@ class Connection:
         except OSError as exc:   # (the process's file or socket limit): the old one kept, tried again later
             self._log("ERROR", f"cannot connect anew to {self.address} ({exc}): keeping the old connection, "
                                f"trying again in {self._reconnect_max:g}s")
-            self._handshake.renew_failed(time.monotonic())
+            self.handshake.renew_failed(time.monotonic())
             return False
         self._drain(old[0])
         self._close_sockets(*old, 0)
@@ -283,19 +284,14 @@ class Connection:
     @property
     def handshakes_refused(self) -> int:
         """Refused handshakes (cuts that made a refusal included), ever."""
-        return self._handshake.refusals
-
-    @property
-    def retry_at(self) -> float | None:
-        """When a refused handshake is tried again, with a new socket."""
-        return self._handshake.retry_at
+        return self.handshake.refusals
 
     def watch(self) -> None:
         """Read the monitor's events; make the socket anew if the connection
         dropped, or if a refused handshake's pause is over (the rules:
         :mod:`mesoslike.handshake_watch`). O(events)."""
         lib = self._lib.lib
-        handshake = self._handshake
+        handshake = self.handshake
         dropped = False
         while self._monitor is not None:
             got = lib.zmq_recv(self._monitor, self._event, len(self._event), _DONTWAIT)
@@ -453,11 +449,11 @@ class Poller:
             connections = [item for item in self._items if isinstance(item, Connection)]
             until = deadline
             for connection in connections:   # a refused handshake's pause over: a new socket now
-                if connection.retry_at is not None:
-                    if time.monotonic() >= connection.retry_at:
+                if connection.handshake.retry_at is not None:
+                    if time.monotonic() >= connection.handshake.retry_at:
                         connection.watch()
-                    if connection.retry_at is not None:
-                        until = min(until, connection.retry_at)
+                    if connection.handshake.retry_at is not None:
+                        until = min(until, connection.handshake.retry_at)
             if self._array is None or self._generations != [each.generation for each in connections]:
                 self._array = self._build()
             # frames kept from a socket made anew are ready now
