@@ -42,7 +42,6 @@ import functools
 import itertools
 import os
 import select
-import struct
 import sys
 import threading
 import time
@@ -53,6 +52,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Self, U
 import zmq
 from zmq.utils import z85
 
+from mesoslike import handshake_watch
 from mesoslike.errors import ConfigError
 from mesoslike.secret_files import check_secret_file_mode
 
@@ -855,13 +855,8 @@ class Server(_Endpoint):
         return True
 
 
-#: the monitor events of a handshake that failed
-_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-#: handshakes cut (HANDSHAKE_FAILED_NO_DETAIL) in a row, each on a connection made, that make a refusal
-#: (see Client._watch): a server that cannot read our HELLO cuts every one, ~0.1-0.2 s apart; a server
-#: going down cuts the one connection waiting in its listen backlog, then nothing listens
-_HANDSHAKE_CUTS_REFUSED = 3
+#: handshakes cut in a row that make a refusal (the rules: mesoslike.handshake_watch)
+_HANDSHAKE_CUTS_REFUSED = handshake_watch.CUTS_REFUSED
 
 #: bumped whenever a client makes its socket anew: pollers then register it again
 _socket_generation = 0
@@ -976,14 +971,10 @@ class Client(_Endpoint):
         self._keys = keys if keys is not None or server_key is None else CurveKeys.generate()
         self._anonymous = keys is None   # no key of our own (none, or a one-time pair)
         self._server_key = server_key
-        #: a handshake failed / was refused since the last that succeeded; handshakes cut in a row since
-        #: then (see :meth:`_watch`)
-        self._handshake_failed = self._handshake_refused = False
-        self._handshake_cuts = 0
+        #: what the monitor's events mean: the handshake's state, when to try a refused one again (_watch)
+        self._handshake = handshake_watch.HandshakeWatch(self._reconnect_max_ms / 1000)
         #: how the last handshakes failed (see :func:`_handshake_failure`), for the log and tests
         self._handshake_failures: deque[str] = deque(maxlen=_HANDSHAKE_CUTS_REFUSED)
-        #: when to try a refused handshake again (see :meth:`_watch`)
-        self._handshake_retry_at: float | None = None
         #: frames the socket had taken in when it was made anew (_reconnect), for receive_frames: a server
         #: that sends its last frames and goes has them and the drop's event waiting together
         self._pending: list[bytes] = []
@@ -1017,14 +1008,15 @@ class Client(_Endpoint):
             self._socket.setsockopt(zmq.CURVE_SERVERKEY, self._server_key)
             self._socket.setsockopt(zmq.CURVE_PUBLICKEY, self._keys.public)
             self._socket.setsockopt(zmq.CURVE_SECRETKEY, self._keys.secret)
-        monitor = _monitor_socket(self._socket, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
-                                  | _HANDSHAKE_FAILED)
+        monitor = _monitor_socket(self._socket, handshake_watch.WATCHED_EVENTS)
         self._socket.connect(self.address)
         return monitor
 
     def _watch(self) -> None:
         """Read the monitor's events; make the socket anew if the
-        connection dropped. O(events)."""
+        connection dropped, or if a refused handshake's pause is over
+        (the rules: :mod:`mesoslike.handshake_watch`). O(events)."""
+        handshake = self._handshake
         dropped = False
         while not self._closed and self._monitor.poll(0):
             try:
@@ -1033,49 +1025,31 @@ class Client(_Endpoint):
                 break
             if event is None:
                 continue
-            kind = event[0]
-            if kind & _HANDSHAKE_FAILED:
+            verdict = handshake.event(event[0], time.monotonic())
+            if verdict.failed:
                 self.stats.handshakes_failed += 1
                 self._handshake_failures.append(_handshake_failure(*event))
-                if kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-                    # cut: the connection closed mid-handshake (a reset, or the server's end closed). A
-                    # server going down does it once (the connection waiting in its listen backlog),
-                    # then nothing listens; one that cannot read our HELLO (not the server whose key we
-                    # were given) does it at every attempt. ZeroMQ tries again by itself, on this socket
-                    # (what waits in its queue goes out once a handshake succeeds)
-                    self._handshake_cuts += 1
-                    if self._handshake_cuts < _HANDSHAKE_CUTS_REFUSED:
-                        if not self._handshake_failed:
-                            log.warning("the handshake with %s was cut (%s): the server is going down, or "
-                                        "refuses us; trying again", self.address, self._handshake_failures[-1])
-                        self._handshake_failed = True
-                        continue
-                # refused (ZAP: our key; PROTOCOL: the mechanism, keys or none), or not the server we
-                # were told of. ZeroMQ never tries a refused handshake again (a protocol error), but a
-                # server may learn our key later — a new leader that has not read its credentials or
-                # its jobs' keys yet: a socket made anew tries again after a pause
-                if not self._handshake_refused:
+            if verdict is handshake_watch.FIRST_CUT:
+                # ZeroMQ tries again by itself, on this socket (what waits in its queue goes out once a
+                # handshake succeeds)
+                log.warning("the handshake with %s was cut (%s): the server is going down, or refuses us; "
+                            "trying again", self.address, self._handshake_failures[-1])
+            elif verdict.refused:
+                if verdict.tell:
                     log.error("the handshake with %s failed (%s): %s; trying again every %gs", self.address,
                               ", ".join(self._handshake_failures), self.handshake_problem(),
-                              self._reconnect_max_ms / 1000)
+                              handshake.retry_after)
                 self.stats.handshakes_refused += 1
-                self._handshake_failed = self._handshake_refused = True
-                self._handshake_retry_at = time.monotonic() + self._reconnect_max_ms / 1000
-            elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                if self._handshake_failed:
-                    log.warning("the handshake with %s succeeded after all", self.address)
-                    self.stats.reconnects += 1   # a connection made anew: the server may not know us
-                self._handshake_failed = self._handshake_refused = False
-                self._handshake_cuts = 0
+            elif verdict is handshake_watch.SUCCEEDED_AFTER_FAILURE:
+                log.warning("the handshake with %s succeeded after all", self.address)
+                self.stats.reconnects += 1   # a connection made anew: the server may not know us
                 self._handshake_failures.clear()
-                self._handshake_retry_at = None
-            elif kind == zmq.EVENT_DISCONNECTED and not self._handshake_failed:
-                dropped = True
+            elif verdict is handshake_watch.SUCCEEDED:
+                self._handshake_failures.clear()
+            dropped = dropped or verdict.renew
         if dropped:
             self._reconnect()
-        elif self._handshake_retry_at is not None and time.monotonic() >= self._handshake_retry_at \
-                and not self._closed:
-            self._handshake_retry_at = None
+        elif not self._closed and handshake.retry_due(time.monotonic()):
             self._reconnect(counted=False)   # counted once its handshake succeeds
 
     def _reconnect(self, counted: bool = True) -> None:
@@ -1090,7 +1064,7 @@ class Client(_Endpoint):
             if self._socket is not old:
                 self._socket.close(linger=0)
             self._socket, self._monitor = old, old_monitor
-            self._handshake_retry_at = time.monotonic() + self._reconnect_max_ms / 1000
+            self._handshake.renew_failed(time.monotonic())
             log.error("cannot connect anew to %s (%s): keeping the old connection, trying again in %gs",
                       self.address, exc, self._reconnect_max_ms / 1000)
             return
@@ -1171,19 +1145,16 @@ def _monitor_event(frames: list[bytes]) -> tuple[int, int] | None:
     frame: a 16-bit event, a 32-bit value; its second, the endpoint), None for
     anything else. Read here, not with ``zmq.utils.monitor``, which imports
     asyncio: 0.04 s of CPU at the start of every process with a client."""
-    if len(frames) != 2 or len(frames[0]) != 6:
-        return None
-    kind, value = struct.unpack("=hi", frames[0])
-    return int(kind) & 0xFFFF, int(value)
+    return handshake_watch.monitor_event(frames[0]) if len(frames) == 2 else None
 
 
 def _handshake_failure(kind: int, value: int) -> str:
     """A failed handshake's monitor event as ``AUTH 400`` (the ZAP status
     code), ``PROTOCOL ZMTP_MECHANISM_MISMATCH`` (ZeroMQ's protocol error) or
     ``NO_DETAIL ECONNRESET`` (the errno of the connection that closed)."""
-    if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+    if kind == handshake_watch.EVENT_HANDSHAKE_FAILED_AUTH:
         return f"AUTH {value}"
-    if kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+    if kind == handshake_watch.EVENT_HANDSHAKE_FAILED_PROTOCOL:
         names = {getattr(zmq, name): name[len("PROTOCOL_ERROR_"):] for name in dir(zmq)
                  if name.startswith("PROTOCOL_ERROR_")}
         return f"PROTOCOL {names.get(value, hex(value))}"

@@ -21,7 +21,7 @@ FRAMEWORKS = ROOT / "frameworks" / "mesoslike_frameworks"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
 CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire",
-        "messaging.py", "backoff.py", "delivery.py", "master/core.py",
+        "messaging.py", "backoff.py", "delivery.py", "handshake_watch.py", "master/core.py",
         "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",
         "master/receipts.py",
@@ -110,6 +110,8 @@ def test_zmq_kazoo_and_the_http_server_only_at_their_edges():
 ALL_SOURCES = sorted(p for part in ("mesoslike", "frameworks", "bench", "examples", "tests")
                      for p in (ROOT / part).rglob("*.py"))
 TRANSPORT = PACKAGE / "transport.py"
+#: what both ZeroMQ edges make of their monitor's events (mesoslike/handshake_watch.py) is not an edge: it is
+#: core (CORE above), the same rules for both, with no zmq — zmq_uses finds nothing in it
 #: the other ZeroMQ edge: a Fuxi worker's one DEALER on libzmq through ctypes, without pyzmq (half of the
 #: start of a worker, which every slot of a job pays; docs/performance.rst, "Stop 20: the Fuxi workers' start")
 WORKER_LIBZMQ = ROOT / "frameworks" / "mesoslike_frameworks" / "fuxi" / "worker_libzmq.py"
@@ -163,6 +165,18 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
         ["import zmq", "from zmq import", ".socket", "._socket", ".send_multipart()", ".setsockopt()", "the name zmq"])
     assert "._socket" not in [what for _, what in zmq_uses(sample, private=False)]
     assert list(zmq_uses(TRANSPORT)), "the transport itself uses zmq: the check would see it"
+    assert not list(zmq_uses(PACKAGE / "handshake_watch.py")), "the handshake rules are not an edge"
+
+
+def test_the_handshake_rules_event_numbers_are_libzmqs_as_pyzmq_has_them():
+    # libzmq's ABI, defined once in mesoslike.handshake_watch for the transport (pyzmq) and the Fuxi worker's
+    # connection (ctypes, no pyzmq); checked here, the one test module that may name zmq
+    import zmq
+
+    from mesoslike import handshake_watch
+    names = ["EVENT_DISCONNECTED", "EVENT_HANDSHAKE_FAILED_NO_DETAIL", "EVENT_HANDSHAKE_SUCCEEDED",
+             "EVENT_HANDSHAKE_FAILED_PROTOCOL", "EVENT_HANDSHAKE_FAILED_AUTH"]
+    assert [getattr(handshake_watch, name) for name in names] == [int(getattr(zmq, name)) for name in names]
 
 
 # ------------------------------------------------------------- the public API
@@ -171,6 +185,8 @@ def test_the_zmq_check_sees_what_it_forbids(tmp_path):
 PUBLIC_MODULES = ("mesoslike", "mesoslike.transport", "mesoslike.messaging", "mesoslike.credentials",
                   "mesoslike.executor", "mesoslike.leadership", "mesoslike.status_page", "mesoslike.v1",
                   "mesoslike.http_server",
+                  # the client's handshake rules, for a ZeroMQ edge of its own (the Fuxi worker's, on ctypes)
+                  "mesoslike.handshake_watch",
                   # for the commands a distribution adds to the CLI (mesoslike.commands entry points)
                   "mesoslike.cli.options", "mesoslike.cli.state", "mesoslike.cli.task",
                   # for the policies it adds to the simulator (mesoslike.simulation_policies entry points)
@@ -275,6 +291,12 @@ PUBLIC_API = {
     "mesoslike.http_server": [
         "CHUNK", "DEFAULT_TIMEOUT", "HTTPServer", "Handler", "MAX_BODY", "MAX_CONNECTIONS", "MAX_HEAD", "Request",
         "Response", "STREAM_BUFFER", "Stream", "json_response"],
+    # a client's handshake rules, sans-I/O (the transport's Client and the Fuxi worker's libzmq connection)
+    "mesoslike.handshake_watch": [
+        "CUT", "CUTS_REFUSED", "DROPPED", "EVENT_DISCONNECTED", "EVENT_HANDSHAKE_FAILED_AUTH",
+        "EVENT_HANDSHAKE_FAILED_NO_DETAIL", "EVENT_HANDSHAKE_FAILED_PROTOCOL", "EVENT_HANDSHAKE_SUCCEEDED",
+        "FIRST_CUT", "FIRST_REFUSAL", "HANDSHAKE_FAILED", "HandshakeWatch", "IGNORED", "REFUSAL", "SUCCEEDED",
+        "SUCCEEDED_AFTER_FAILURE", "Verdict", "WATCHED_EVENTS", "monitor_event"],
     "mesoslike.executor": ["DriverStatus", "Executor", "ExecutorDriver", "ExecutorInfo", "MAX_FRAMEWORK_MESSAGE"],
     "mesoslike.messaging": ["Codec", "DEFAULT_MAX_MESSAGE_SIZE", "Items", "Range", "Schema", "WireError"],
     "mesoslike.credentials": [

@@ -17,7 +17,8 @@ socket monitor reports the connection dropping, and the socket is then
 made anew with the same identity (ZeroMQ never reconnects after a protocol
 error); a refused handshake — the AppMaster's ZAP refused the key, a
 mechanism mismatch, or three handshakes in a row cut — is logged and tried
-again with a new socket every ``reconnect_max``; a frame over the limit is
+again with a new socket every ``reconnect_max`` (the transport's rules, from
+the one place: :mod:`mesoslike.handshake_watch`); a frame over the limit is
 never read. What differs: no outbox beyond ZeroMQ's queue (10,000 frames,
 the transport's high-water mark; a worker says HELLO twice a second, so an
 AppMaster away for its whole orphan timeout leaves 600), a frame that does
@@ -37,6 +38,9 @@ import threading
 import time
 from typing import Any, Callable, Iterator, Protocol
 
+from mesoslike.handshake_watch import (FIRST_CUT, FIRST_REFUSAL, SUCCEEDED_AFTER_FAILURE, WATCHED_EVENTS,
+                                       HandshakeWatch, monitor_event)
+
 __all__ = ["KeyPair", "WorkerKeys", "Connection", "Poller", "Waker", "flush_before_exit", "library"]
 
 # libzmq's constants (zmq.h, stable since 4.0; the handshake events since 4.3)
@@ -45,13 +49,6 @@ _DONTWAIT, _POLLIN, _EAGAIN, _EINTR = 1, 1, 11, 4
 _IDENTITY, _LINGER, _RECONNECT_IVL, _RCVMORE, _RECONNECT_IVL_MAX = 5, 17, 18, 13, 21
 _MAXMSGSIZE, _SNDHWM, _RCVHWM = 22, 23, 24
 _CURVE_PUBLICKEY, _CURVE_SECRETKEY, _CURVE_SERVERKEY, _CONNECT_TIMEOUT = 48, 49, 50, 79
-_EVENT_DISCONNECTED = 0x0200
-_EVENT_HANDSHAKE_FAILED_NO_DETAIL, _EVENT_HANDSHAKE_SUCCEEDED = 0x0800, 0x1000
-_EVENT_HANDSHAKE_FAILED_PROTOCOL, _EVENT_HANDSHAKE_FAILED_AUTH = 0x2000, 0x4000
-_HANDSHAKE_FAILED = _EVENT_HANDSHAKE_FAILED_NO_DETAIL | _EVENT_HANDSHAKE_FAILED_PROTOCOL \
-    | _EVENT_HANDSHAKE_FAILED_AUTH
-#: handshakes cut in a row that count as a refusal (the transport's rule)
-_CUTS_REFUSED = 3
 #: the transport's send high-water mark and connect timeout (mesoslike.transport)
 _SEND_HIGH_WATER_MARK = 10_000
 _CONNECT_TIMEOUT_MS = 1000
@@ -197,12 +194,9 @@ class Connection:
         self._more = ctypes.c_int(0)
         self._more_size = ctypes.c_size_t(ctypes.sizeof(self._more))
         self.dropped = 0                 # frames send() could not hand to ZeroMQ
-        self.handshakes_refused = 0
-        self._failed = False             # a handshake failed since the last that succeeded
-        self._refused = False
-        self._cuts = 0
-        #: when a refused handshake is tried again, with a new socket
-        self.retry_at: float | None = None
+        #: what the monitor's events mean: the handshake's state, and when a refused one is tried again
+        #: with a new socket (``retry_at``, which the poller waits for)
+        self.handshake = HandshakeWatch(self._reconnect_max)
         #: counts the sockets made: a poller registers the new ones
         self.generation = 0
         self._socket: int | None = None
@@ -222,8 +216,8 @@ class Connection:
         except OSError:
             lib.close(socket, 0)
             raise
-        events = _EVENT_DISCONNECTED | _EVENT_HANDSHAKE_SUCCEEDED | _HANDSHAKE_FAILED
-        if lib.lib.zmq_socket_monitor(socket, address, events) != 0 or lib.lib.zmq_connect(monitor, address) != 0:
+        if lib.lib.zmq_socket_monitor(socket, address, WATCHED_EVENTS) != 0 \
+                or lib.lib.zmq_connect(monitor, address) != 0:
             problem = lib.error("cannot monitor the connection")
             lib.lib.zmq_socket_monitor(socket, None, 0)
             lib.close(monitor, 0)
@@ -253,7 +247,7 @@ class Connection:
         except OSError as exc:   # (the process's file or socket limit): the old one kept, tried again later
             self._log("ERROR", f"cannot connect anew to {self.address} ({exc}): keeping the old connection, "
                                f"trying again in {self._reconnect_max:g}s")
-            self.retry_at = time.monotonic() + self._reconnect_max
+            self.handshake.renew_failed(time.monotonic())
             return False
         self._drain(old[0])
         self._close_sockets(*old, 0)
@@ -287,51 +281,43 @@ class Connection:
     def monitor(self) -> int | None:
         return self._monitor
 
+    @property
+    def handshakes_refused(self) -> int:
+        """Refused handshakes (cuts that made a refusal included), ever."""
+        return self.handshake.refusals
+
     def watch(self) -> None:
         """Read the monitor's events; make the socket anew if the connection
-        dropped, or if a refused handshake's pause is over. O(events)."""
+        dropped, or if a refused handshake's pause is over (the rules:
+        :mod:`mesoslike.handshake_watch`). O(events)."""
         lib = self._lib.lib
+        handshake = self.handshake
         dropped = False
         while self._monitor is not None:
             got = lib.zmq_recv(self._monitor, self._event, len(self._event), _DONTWAIT)
             if got < 0:
                 break
-            first = ctypes.string_at(self._event, min(got, len(self._event)))
+            event = monitor_event(ctypes.string_at(self._event, min(got, len(self._event))))
             while self._has_more():   # the event's endpoint
                 lib.zmq_recv(self._monitor, self._event, len(self._event), _DONTWAIT)
-            if got != 6:
+            if event is None:
                 continue
-            kind = int.from_bytes(first[:2], sys.byteorder)
-            value = int.from_bytes(first[2:], sys.byteorder, signed=True)
-            if kind & _HANDSHAKE_FAILED:
-                if kind == _EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-                    self._cuts += 1
-                    if self._cuts < _CUTS_REFUSED:   # the AppMaster going down cuts one: ZeroMQ tries again
-                        if not self._failed:
-                            self._log("WARNING", f"the handshake with {self.address} was cut (errno {value}): "
-                                                 "the AppMaster is going down, or refuses us; trying again")
-                        self._failed = True
-                        continue
-                if not self._refused:
-                    self._log("ERROR", f"the handshake with {self.address} failed (event {kind:#x}, {value}): "
-                                       f"it refused our key, or it is not the AppMaster whose key we were "
-                                       f"given; trying again every {self._reconnect_max:g}s")
-                self.handshakes_refused += 1
-                self._failed = self._refused = True
-                self.retry_at = time.monotonic() + self._reconnect_max
-            elif kind == _EVENT_HANDSHAKE_SUCCEEDED:
-                if self._failed:
-                    self._log("WARNING", f"the handshake with {self.address} succeeded after all")
-                self._failed = self._refused = False
-                self._cuts = 0
-                self.retry_at = None
-            elif kind == _EVENT_DISCONNECTED and not self._failed:
-                dropped = True
+            kind, value = event
+            verdict = handshake.event(kind, time.monotonic())
+            if verdict is FIRST_CUT:   # the AppMaster going down cuts one: ZeroMQ tries again
+                self._log("WARNING", f"the handshake with {self.address} was cut (errno {value}): "
+                                     "the AppMaster is going down, or refuses us; trying again")
+            elif verdict is FIRST_REFUSAL:
+                self._log("ERROR", f"the handshake with {self.address} failed (event {kind:#x}, {value}): "
+                                   f"it refused our key, or it is not the AppMaster whose key we were "
+                                   f"given; trying again every {self._reconnect_max:g}s")
+            elif verdict is SUCCEEDED_AFTER_FAILURE:
+                self._log("WARNING", f"the handshake with {self.address} succeeded after all")
+            dropped = dropped or verdict.renew
         if dropped:
             if self._renew():
                 self._log("WARNING", f"the connection to {self.address} dropped: connecting anew")
-        elif self.retry_at is not None and time.monotonic() >= self.retry_at and self._socket is not None:
-            self.retry_at = None
+        elif self._socket is not None and handshake.retry_due(time.monotonic()):
             self._renew()
 
     def _has_more(self) -> bool:
@@ -463,11 +449,11 @@ class Poller:
             connections = [item for item in self._items if isinstance(item, Connection)]
             until = deadline
             for connection in connections:   # a refused handshake's pause over: a new socket now
-                if connection.retry_at is not None:
-                    if time.monotonic() >= connection.retry_at:
+                if connection.handshake.retry_at is not None:
+                    if time.monotonic() >= connection.handshake.retry_at:
                         connection.watch()
-                    if connection.retry_at is not None:
-                        until = min(until, connection.retry_at)
+                    if connection.handshake.retry_at is not None:
+                        until = min(until, connection.handshake.retry_at)
             if self._array is None or self._generations != [each.generation for each in connections]:
                 self._array = self._build()
             # frames kept from a socket made anew are ready now
