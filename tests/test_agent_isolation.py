@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
 from agent_helpers import (Launcher, master, agent_state, cgroups_below, cgroups_root,  # noqa: F401
@@ -435,13 +436,16 @@ def test_a_pooled_cgroup_counts_the_new_tasks_cpu_only_and_a_killed_agents_spare
     assert second.directories == first.directories
     fresh = isolator.usage(second, None)      # the earlier task's CPU is not the new one's
     assert fresh.cpus_user_time_secs + fresh.cpus_system_time_secs < 0.05
-    # a killed agent's spares (the pool never released) go when its next process sweeps; a recovered task's stay
-    spare = isolator.create("agent-a.third", R("cpus:1;mem:64"), pooled=True)
+    # the pooled cgroups a killed process of the agent left (the pool never released) go when its next process
+    # sweeps; a recovered task's stay, and another live agent's
+    left = _killed_agent_isolator(cgroups_root, "container = isolator.create('agent-a.third', "
+                                                "Resources.parse('cpus:1;mem:64'), pooled=True)\n"
+                                                "print(*container.directories)\n")
     other = isolator.create("agent-b.fourth", R("cpus:1;mem:64"), pooled=True)
     restarted = select_isolator("cgroups", cgroups_root=cgroups_root)
-    assert restarted.sweep("agent-a", keep=set(second.directories)) == len(spare.directories)
+    assert left and restarted.sweep("agent-a", keep=set(second.directories)) == len(left)
     assert all(os.path.isdir(d) for d in second.directories + other.directories)
-    assert not any(os.path.exists(d) for d in spare.directories)
+    assert not any(os.path.exists(d) for d in left)
     for container in (second, other):
         isolator.destroy(container)
 
@@ -544,6 +548,128 @@ def test_the_spares_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent
             except FileNotFoundError:
                 pass
     isolator.release()
+    assert cgroups_below(cgroups_root) == []
+
+
+def _killed_agent_isolator(cgroups_root: str, script: str) -> list[str]:
+    """Run ``script`` in an agent-like process with ``isolator`` (the cgroups isolator of ``cgroups_root``),
+    then kill it by SIGKILL (it never releases its pool); returns the lines it printed."""
+    killed = subprocess.run(
+        [sys.executable, "-c", "import os, sys\nfrom mesoslike.agent.isolation import select_isolator\n"
+         "from mesoslike.resources import Resources\n"
+         "isolator = select_isolator('cgroups', cgroups_root=sys.argv[1])\n" + script
+         + "sys.stdout.flush()\nos.kill(os.getpid(), 9)\n", cgroups_root],
+        capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    return killed.stdout.split()
+
+
+def test_the_pooled_cgroups_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent_and_a_live_ones_are_not(
+        cgroups_root):
+    isolator = pooling_isolator(cgroups_root)
+    # an agent killed with its pool full (3 here; a 4th cgroup given back was removed), whose work directory
+    # is gone for good: no process of its key comes again
+    printed = _killed_agent_isolator(
+        cgroups_root, "isolator.pool_size = 3\nresources = Resources.parse('cpus:0.1;mem:32')\n"
+        "used = [isolator.create('agent-gone.pooled', resources, pooled=True) for _ in range(4)]\n"
+        "for container in used: isolator.give_back(container)\n"
+        "print(*sorted({os.path.basename(d) for c in isolator._pool for d in c.directories}))\n")
+    gone = task_cgroups_below(cgroups_root)
+    assert len(printed) == 3 and sorted(set(gone)) == sorted(printed)
+    assert all(name.startswith("agent-gone.pooled.") for name in gone)
+    # a live agent's pool (this process's), a spare of it handed out (renamed to a pooled cgroup), a gone
+    # agent's pooled cgroup with a process written in, one named before names told their holder: none of
+    # them is another agent's to remove
+    isolator.spare_size = 1
+    assert isolator.make_spares("agent-live", 1) == 1
+    live = [isolator.create("agent-live.pooled", R("cpus:0.1;mem:32"), pooled=True) for _ in range(2)]
+    for container in live:
+        isolator.give_back(container)
+    live_names = {os.path.basename(d) for container in isolator._pool for d in container.directories}
+    assert len(live_names) == 2 and all(name.startswith("agent-live.pooled.") for name in live_names)
+    stray = subprocess.Popen(["sleep", "60"])
+    unnamed = f"agent-old.pooled.{os.urandom(6).hex()}"
+    try:
+        for base in set(isolator.bases.values()):
+            os.mkdir(os.path.join(base, unnamed))
+        Path(isolator.bases["memory"], gone[0], "cgroup.procs").write_text(str(stray.pid))
+        later = select_isolator("cgroups", cgroups_root=cgroups_root)
+        hierarchies = len(set(isolator.bases.values()))
+        # the killed agent's two empty pooled cgroups go in every hierarchy; the one holding a process stays
+        # where it does
+        assert later.sweep("agent-later", keep=set()) == 2 * hierarchies + (hierarchies - 1)
+        assert sorted(set(cgroups_below(cgroups_root))) == sorted([gone[0], unnamed, *live_names])
+        assert cgroup_pids(os.path.join(isolator.bases["memory"], gone[0])) == [stray.pid]
+        assert later.sweep("agent-later", keep=set()) == 0   # nothing more is an orphan's
+        # the live agent's pool still serves (its cgroups were never removed)
+        again = isolator.create("agent-live.pooled", R("cpus:0.1;mem:32"), pooled=True)
+        assert {os.path.basename(d) for d in again.directories} <= live_names
+        isolator.give_back(again)
+    finally:
+        stray.kill()
+        stray.wait()
+    for base in set(isolator.bases.values()):
+        for name in (gone[0], unnamed):
+            try:
+                os.rmdir(os.path.join(base, name))
+            except FileNotFoundError:
+                pass
+    isolator.release()
+    assert cgroups_below(cgroups_root) == []
+
+
+def test_a_recovered_tasks_pooled_cgroup_is_renamed_for_the_restarted_agent_as_it_goes_back_into_the_pool(
+        cgroups_root):
+    restarted = pooling_isolator(cgroups_root)
+    hierarchies = len(set(restarted.bases.values()))
+    task = subprocess.Popen(["sleep", "60"])
+    old_task = subprocess.Popen(["sleep", "60"])
+    try:
+        # the agent's earlier process launched a task into a pooled cgroup and was killed; a task of an agent
+        # of the previous naming (no holder in the name) runs on too
+        printed = _killed_agent_isolator(
+            cgroups_root, "import json\n"
+            "container = isolator.create('agent-r.pooled', Resources.parse('cpus:0.1;mem:32'), pooled=True)\n"
+            f"for d in container.directories: open(os.path.join(d, 'cgroup.procs'), 'w').write('{task.pid}')\n"
+            "print(json.dumps(container.to_json(), separators=(',', ':')))\n")
+        inherited = Container.from_json(json.loads(printed[0]))
+        old_name = f"agent-r.pooled.{os.urandom(6).hex()}"
+        old = attrs.evolve(inherited, cgroups={c: os.path.join(os.path.dirname(d), old_name)
+                                               for c, d in inherited.cgroups.items()})
+        for directory in old.directories:
+            os.mkdir(directory)
+            Path(directory, "cgroup.procs").write_text(str(old_task.pid))
+        # the restarted agent's sweep keeps its recovered tasks' cgroups; another agent's cannot remove them
+        # (a task is in each)
+        assert restarted.sweep("agent-r", keep=set(inherited.directories + old.directories)) == 0
+        assert select_isolator("cgroups", cgroups_root=cgroups_root).sweep("agent-other", keep=set()) == 0
+        for process in (task, old_task):   # the tasks end (their supervisors empty their cgroups)
+            process.kill()
+            process.wait()
+        wait_until(lambda: not any(cgroup_pids(d) for d in inherited.directories + old.directories), 10,
+                   "the ended tasks out of their cgroups")
+        restarted.give_back(inherited)
+        restarted.give_back(old)
+        # back in the pool under this process's name: the old names are gone, each random part kept
+        held = [container.directories for container in restarted._pool]
+        assert len(held) == 2 and not any(os.path.exists(d) for d in inherited.directories + old.directories)
+        for directories, before in zip(held, (inherited.directories, old.directories)):
+            assert all(os.path.isdir(d) and d.rpartition("-")[2] == b.rpartition("-")[2][-12:]
+                       and d.rpartition(".pooled.")[2].startswith(f"{os.getpid()}-")
+                       for d, b in zip(directories, before))
+        # so that another agent's sweep takes them for a live agent's; they serve this agent's next tasks
+        assert select_isolator("cgroups", cgroups_root=cgroups_root).sweep("agent-other", keep=set()) == 0
+        assert restarted.sweep("agent-r", keep=set()) == 0
+        served = [restarted.create("agent-r.pooled", R("cpus:0.1;mem:32"), pooled=True) for _ in range(2)]
+        assert sorted(c.directories for c in served) == sorted(held)
+        assert len(cgroups_below(cgroups_root)) == 2 * hierarchies
+        for container in served:
+            restarted.give_back(container)
+    finally:
+        for process in (task, old_task):
+            process.kill()
+            process.wait()
+    restarted.release()
     assert cgroups_below(cgroups_root) == []
 
 

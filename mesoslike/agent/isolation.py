@@ -94,9 +94,15 @@ _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: what follows ``.spare.`` in a spare's name: its maker's pid and start time (clock ticks since boot),
 #: then random — so that another agent can tell a spare whose maker is gone (:meth:`_Cgroups.sweep`)
 _SPARE_TAIL = re.compile(r"([0-9]{1,10})-([0-9]{1,20})-[0-9a-f]{12}")
-#: how many spares of gone agents (each in every hierarchy) one sweep removes at most: a killed agent
-#: leaves up to :attr:`CgroupsV1Isolator.spare_size`; a bound keeps an agent's start short on a base
-#: that holds thousands
+#: what follows ``.pooled.`` in a pooled cgroup's name: the agent process that holds it in its pool — its
+#: pid, start time and pid namespace (the inode of ``/proc/<pid>/ns/pid``: a pid is looked up only in the
+#: namespace it was read in) — then random; so that another agent can tell a pooled cgroup whose holder is
+#: gone (:meth:`_Cgroups.sweep`). Older names (random only, or a spare's tail kept) tell no holder
+_POOLED_TAIL = re.compile(r"([0-9]{1,10})-([0-9]{1,20})-([0-9]{1,20})-[0-9a-f]{12}")
+#: how many spares and pooled cgroups of gone agents (each in every hierarchy) one sweep removes at most:
+#: a killed agent leaves up to :attr:`CgroupsV1Isolator.spare_size` spares and
+#: :attr:`CgroupsV1Isolator.pool_size` pooled ones; a bound keeps an agent's start short on a base that
+#: holds thousands (the rest go at later agents' starts)
 ORPHANS_A_SWEEP = 256
 
 
@@ -154,6 +160,24 @@ def _spare_maker() -> str:
     """This process, as a spare's name carries it: ``<pid>-<start time>``."""
     pid = os.getpid()
     return f"{pid}-{process_start_ticks(pid) or 0}"
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (its inode), or '' if it cannot be read."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+def _this_holder() -> str:
+    """This process, as a pooled cgroup's name carries it (:data:`_POOLED_TAIL`):
+    ``<pid>-<start time>-<pid namespace>``; '' when one of them cannot be
+    read — its pooled cgroups are then named as before (random only), which
+    no other agent removes."""
+    pid = os.getpid()
+    start, namespace = process_start_ticks(pid), _pid_namespace()
+    return f"{pid}-{start}-{namespace}" if start and namespace else ""
 
 
 class Isolator:
@@ -253,6 +277,8 @@ class _Cgroups(Isolator):
         self._spares: list[Container] = []   # made ahead, never handed out: handed out after the pool's
         self._spared = False   # a spare was made: the bases were there
         self._maker = ""       # this process in its spares' names (_spare_maker), once known
+        self._holder: str | None = None   # this process in its pooled cgroups' names (_this_holder), once known
+        self._held_mark = ""   # ".pooled.<holder>-": in the name of each pooled cgroup this process holds
         self.cpu_quota = cpu_quota
         self.limits = limits
         self.enforcing = bool(limits)
@@ -279,8 +305,8 @@ class _Cgroups(Isolator):
             spare = self._hand_out_spare(self._spares.pop(), resources)
             if spare is not None:
                 return spare
-        if pooled:   # named for no task: it will serve many (the agent's key stays first)
-            name = f"{name.partition('.')[0]}.pooled.{os.urandom(6).hex()}"
+        if pooled:   # named for no task: it will serve many (the agent's key stays first), and for its holder
+            name = f"{name.partition('.')[0]}.pooled.{self._pooled_tail(os.urandom(6).hex())}"
         container = self._make(name, _cpus(resources), _mem_bytes(resources), pooled)
         try:
             self._set_limits(container)
@@ -314,6 +340,20 @@ class _Cgroups(Isolator):
             raise
         return Container(self.name, cgroups, cpus, mem, pooled)
 
+    def _pool_holder(self) -> str:
+        """This process in its pooled cgroups' names (:func:`_this_holder`), read once."""
+        if self._holder is None:
+            self._holder = _this_holder()
+            self._held_mark = f".pooled.{self._holder}-" if self._holder else ""
+        return self._holder
+
+    def _pooled_tail(self, random: str) -> str:
+        """What follows ``.pooled.`` in the name of a pooled cgroup this
+        process holds: :data:`_POOLED_TAIL` (``random`` alone if this
+        process cannot be named)."""
+        holder = self._pool_holder()
+        return f"{holder}-{random}" if holder else random
+
     def make_spares(self, prefix: str, count: int) -> int:
         """Spares: pooled cgroups made ahead (no limit written: the
         kernel's defaults), in the agent's idle turns, so that a burst of
@@ -321,8 +361,8 @@ class _Cgroups(Isolator):
         hierarchy, ~0.2 ms of the agent's CPU a task). Named
         ``<prefix>.spare.<pid>-<start>-<random>`` (the agent process that
         made it: its pid and start time) while no task has used them;
-        renamed ``<prefix>.pooled.<pid>-<start>-<random>`` as one is handed
-        out. Bounded: made only while the pool and the spares hold fewer
+        renamed ``<prefix>.pooled.<pid>-<start>-<pid namespace>-<random>``
+        (:data:`_POOLED_TAIL`) as one is handed out. Bounded: made only while the pool and the spares hold fewer
         than :attr:`spare_size`; removed by :meth:`release` (the agent's
         stop) and, left by an agent killed, by the next one's :meth:`sweep`
         — or by any later agent's on the same bases once that process is
@@ -356,7 +396,7 @@ class _Cgroups(Isolator):
             renamed: dict[str, str] = {}
             for directory in spare.directories:
                 head, _, tail = directory.rpartition(".spare.")
-                renamed[directory] = new = f"{head}.pooled.{tail}"
+                renamed[directory] = new = f"{head}.pooled.{self._pooled_tail(tail.rpartition('-')[2])}"
                 os.rename(directory, new)   # the same parent: cgroups v1 renames a cgroup in place
                 taken[directory] = new
             container = Container(self.name, {c: renamed[d] for c, d in spare.cgroups.items()},
@@ -389,6 +429,15 @@ class _Cgroups(Isolator):
 
     def give_back(self, container: Container) -> None:
         if container.pooled and len(self._pool) < self.pool_size:
+            if self._holder is None:   # a recovered task's, before this process made any
+                self._pool_holder()
+            if self._held_mark and self._held_mark not in next(iter(container.cgroups.values()), self._held_mark):
+                # a recovered task's (an earlier process made it), or named before holders were: renamed for
+                # this process before it is in the pool, or another agent's sweep takes its maker for gone
+                held = self._renamed_held(container)
+                if held is None:
+                    return
+                container = held
             self._pool.append(container)
             return
         try:   # emptied by its supervisor: removed at once (busy, something got in: killed first)
@@ -398,6 +447,24 @@ class _Cgroups(Isolator):
             pass
         except OSError:
             self.destroy(container)
+
+    def _renamed_held(self, container: Container) -> Container | None:
+        """``container``, renamed in every hierarchy as this process's pooled
+        cgroup (the same random part; cgroups v1 renames a directory in its
+        parent in place). None when it cannot be (gone, or swept meanwhile
+        by an agent that took its maker for gone): what is left is removed."""
+        renamed: dict[str, str] = {}
+        try:
+            for directory in container.directories:
+                head, _, tail = directory.rpartition(".pooled.")
+                new = f"{head}.pooled.{self._pooled_tail(tail.rpartition('-')[2])}"
+                os.rename(directory, new)
+                renamed[directory] = new
+        except OSError as exc:
+            log.debug("a pooled cgroup cannot go back to the pool (%s): removing it", exc)
+            self.destroy(attrs.evolve(container, cgroups={c: renamed.get(d, d) for c, d in container.cgroups.items()}))
+            return None
+        return attrs.evolve(container, cgroups={c: renamed[d] for c, d in container.cgroups.items()})
 
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
         """The container's cumulative usage counters now (:attr:`Container.base`)."""
@@ -478,22 +545,34 @@ class _Cgroups(Isolator):
     def sweep(self, prefix: str, keep: set[str]) -> int:
         """Remove the empty pooled cgroups and spares an earlier process of
         the agent whose cgroups are named ``prefix.*`` left (killed, it could
-        not release its pool), but those in ``keep`` (its recovered tasks');
-        and the empty spares of other agents (other prefixes) whose maker,
-        named in the spare's name, is gone — at most
-        :data:`ORPHANS_A_SWEEP` of those. Returns how many were removed.
+        not release its pool), but those in ``keep`` (its recovered tasks')
+        and those this process holds already; and the empty spares and
+        pooled cgroups of other agents (other prefixes) whose maker or
+        holder, named in the name, is gone — at most :data:`ORPHANS_A_SWEEP`
+        of those. Returns how many were removed.
 
-        Only a spare (never a task's: the name changes to ``.pooled.``
-        before a task is launched into it) of a process that is no longer
-        there (its pid gone or another process's: the start time differs)
-        is another agent's to remove, and only empty (``rmdir`` refuses a
-        cgroup with a process). A live agent's spares are left alone; one
-        whose maker cannot be told (named before makers were, or by another
-        pid namespace, where the pid is not ours to look up — that agent
-        then makes a new spare for the one it misses) is left or removed by
-        that rule alike, never a cgroup a task is in."""
+        Only a cgroup of a process that is no longer there (its pid gone or
+        another process's: the start time differs) is another agent's to
+        remove, and only empty (``rmdir`` refuses a cgroup with a process).
+        A live agent's spares and pool are left alone: a pooled cgroup is
+        named for the process that holds it (a recovered task's, inherited
+        from an earlier process, is renamed as it goes back into the pool:
+        :meth:`give_back`), so one that a live agent may hand out is never
+        its holder's orphan. A pooled cgroup whose holder's pid namespace is
+        not this one, or whose name tells no holder (named before holders
+        were), is left to its own agent's next process. A spare whose maker
+        cannot be told (named before makers were, or by another pid
+        namespace, where the pid is not ours to look up — that agent then
+        makes a new spare for the one it misses) is left or removed by that
+        rule alike, never a cgroup a task is in. One window is left: a
+        launch a killed agent had handed to its supervisor just before the
+        kill, whose task had not joined its pooled cgroup yet (milliseconds),
+        fails if another agent's sweep removes that cgroup in between — as
+        a launch an agent is killed in may."""
         removed = 0
         ours = (f"{prefix}.pooled.", f"{prefix}.spare.")
+        self._pool_holder()
+        held = f"{prefix}{self._held_mark}" if self._held_mark else None   # in this process's pool already
         makers: dict[str, bool] = {}   # "<pid>-<start>" -> gone
         orphans: set[str] = set()      # the names chosen, the same in every base
         for base in set(self.bases.values()):
@@ -505,8 +584,10 @@ class _Cgroups(Isolator):
             # killed ones left) may hold thousands, each joined before (~5,000 a hierarchy on this machine)
             for name in names:
                 if not name.startswith(ours):
-                    if ".spare." in name and self._orphan(name, makers, orphans):
+                    if (".spare." in name or ".pooled." in name) and self._orphan(name, makers, orphans):
                         removed += _rmdir_if_empty(os.path.join(base, name))
+                    continue
+                if held is not None and name.startswith(held):
                     continue
                 directory = os.path.join(base, name)
                 if directory not in keep:
@@ -514,11 +595,21 @@ class _Cgroups(Isolator):
         return removed
 
     def _orphan(self, name: str, makers: dict[str, bool], orphans: set[str]) -> bool:
-        """Whether ``name`` is a spare of a gone process to remove in this sweep (bounded)."""
+        """Whether ``name`` is a spare or pooled cgroup of a gone process to
+        remove in this sweep (bounded)."""
         if name in orphans:
             return True
-        found = _SPARE_TAIL.fullmatch(name.rpartition(".spare.")[2])
-        if found is None or len(orphans) >= ORPHANS_A_SWEEP:
+        if len(orphans) >= ORPHANS_A_SWEEP:
+            return False
+        _, spare, tail = name.rpartition(".spare.")
+        if spare:
+            found = _SPARE_TAIL.fullmatch(tail)
+        else:
+            found = _POOLED_TAIL.fullmatch(name.rpartition(".pooled.")[2])
+            # a holder in another pid namespace: its pid means another process here (or none)
+            if found is None or not self._holder or found[3] != self._holder.rpartition("-")[2]:
+                return False
+        if found is None:
             return False
         maker = f"{found[1]}-{found[2]}"
         gone = makers.get(maker)
@@ -576,6 +667,24 @@ class CgroupsV1Isolator(_Cgroups):
 
     def _usage_file(self, container: Container) -> str:
         return os.path.join(container.cgroups["memory"], "memory.usage_in_bytes")
+
+    def _renamed_held(self, container: Container) -> Container | None:
+        """``container``, renamed in every hierarchy as this process's pooled
+        cgroup (the same random part; cgroups v1 renames a directory in its
+        parent in place). None when it cannot be (gone, or swept meanwhile
+        by an agent that took its maker for gone): what is left is removed."""
+        renamed: dict[str, str] = {}
+        try:
+            for directory in container.directories:
+                head, _, tail = directory.rpartition(".pooled.")
+                new = f"{head}.pooled.{self._pooled_tail(tail.rpartition('-')[2])}"
+                os.rename(directory, new)
+                renamed[directory] = new
+        except OSError as exc:
+            log.debug("a pooled cgroup cannot go back to the pool (%s): removing it", exc)
+            self.destroy(attrs.evolve(container, cgroups={c: renamed.get(d, d) for c, d in container.cgroups.items()}))
+            return None
+        return attrs.evolve(container, cgroups={c: renamed[d] for c, d in container.cgroups.items()})
 
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
         groups = container.cgroups
