@@ -91,14 +91,15 @@ MIN_CPU_SHARES = 2
 MB = 1024 * 1024
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-#: what follows ``.spare.`` in a spare's name: its maker's pid and start time (clock ticks since boot),
-#: then random — so that another agent can tell a spare whose maker is gone (:meth:`_Cgroups.sweep`)
-_SPARE_TAIL = re.compile(r"([0-9]{1,10})-([0-9]{1,20})-[0-9a-f]{12}")
-#: what follows ``.pooled.`` in a pooled cgroup's name: the agent process that holds it in its pool — its
-#: pid, start time and pid namespace (the inode of ``/proc/<pid>/ns/pid``: a pid is looked up only in the
-#: namespace it was read in) — then random; so that another agent can tell a pooled cgroup whose holder is
-#: gone (:meth:`_Cgroups.sweep`). Older names (random only, or a spare's tail kept) tell no holder
-_POOLED_TAIL = re.compile(r"([0-9]{1,10})-([0-9]{1,20})-([0-9]{1,20})-[0-9a-f]{12}")
+#: the name of a spare or a pooled cgroup that tells the process that made or holds it, so that another
+#: agent can tell one whose process is gone (:meth:`_Cgroups.sweep`): a spare's,
+#: ``<key>.spare.<pid>-<start>-<random>`` (its maker's pid and start time, clock ticks since boot), and a
+#: pooled cgroup's, ``<key>.pooled.<pid>-<start>-<pid namespace>-<random>`` (the agent process that holds it
+#: in its pool; its pid namespace, the inode of ``/proc/<pid>/ns/pid``: a pid is looked up only in the
+#: namespace it was read in). Groups: the kind, the pid, the start time, the pid namespace (a pooled
+#: cgroup's). Older pooled names (random only, or a spare's tail kept) tell no holder. One match a name, as
+#: a base shared by many agents holds thousands
+_TOLD_NAME = re.compile(r"[^.]+\.(spare|pooled)\.([0-9]{1,10})-([0-9]{1,20})(?:-([0-9]{1,20}))?-[0-9a-f]{12}")
 #: how many spares and pooled cgroups of gone agents (each in every hierarchy) one sweep removes at most:
 #: a killed agent leaves up to :attr:`CgroupsV1Isolator.spare_size` spares and
 #: :attr:`CgroupsV1Isolator.pool_size` pooled ones; a bound keeps an agent's start short on a base that
@@ -171,7 +172,7 @@ def _pid_namespace() -> str:
 
 
 def _this_holder() -> str:
-    """This process, as a pooled cgroup's name carries it (:data:`_POOLED_TAIL`):
+    """This process, as a pooled cgroup's name carries it (:data:`_TOLD_NAME`):
     ``<pid>-<start time>-<pid namespace>``; '' when one of them cannot be
     read — its pooled cgroups are then named as before (random only), which
     no other agent removes."""
@@ -349,7 +350,7 @@ class _Cgroups(Isolator):
 
     def _pooled_tail(self, random: str) -> str:
         """What follows ``.pooled.`` in the name of a pooled cgroup this
-        process holds: :data:`_POOLED_TAIL` (``random`` alone if this
+        process holds: :data:`_TOLD_NAME` (``random`` alone if this
         process cannot be named)."""
         holder = self._pool_holder()
         return f"{holder}-{random}" if holder else random
@@ -362,7 +363,7 @@ class _Cgroups(Isolator):
         ``<prefix>.spare.<pid>-<start>-<random>`` (the agent process that
         made it: its pid and start time) while no task has used them;
         renamed ``<prefix>.pooled.<pid>-<start>-<pid namespace>-<random>``
-        (:data:`_POOLED_TAIL`) as one is handed out. Bounded: made only while the pool and the spares hold fewer
+        (:data:`_TOLD_NAME`) as one is handed out. Bounded: made only while the pool and the spares hold fewer
         than :attr:`spare_size`; removed by :meth:`release` (the agent's
         stop) and, left by an agent killed, by the next one's :meth:`sweep`
         — or by any later agent's on the same bases once that process is
@@ -571,8 +572,9 @@ class _Cgroups(Isolator):
         a launch an agent is killed in may."""
         removed = 0
         ours = (f"{prefix}.pooled.", f"{prefix}.spare.")
-        self._pool_holder()
-        held = f"{prefix}{self._held_mark}" if self._held_mark else None   # in this process's pool already
+        holder = self._pool_holder()
+        held = f"{prefix}{self._held_mark}" if holder else None   # in this process's pool already
+        namespace = holder.rpartition("-")[2]   # a pooled cgroup's holder is looked up only in this one
         makers: dict[str, bool] = {}   # "<pid>-<start>" -> gone
         orphans: set[str] = set()      # the names chosen, the same in every base
         for base in set(self.bases.values()):
@@ -584,7 +586,10 @@ class _Cgroups(Isolator):
             # killed ones left) may hold thousands, each joined before (~5,000 a hierarchy on this machine)
             for name in names:
                 if not name.startswith(ours):
-                    if (".spare." in name or ".pooled." in name) and self._orphan(name, makers, orphans):
+                    # a dash before the random part, or not a name that tells its process (an older pooled
+                    # name: random only): a slice is a fifth of a failed match
+                    told = _TOLD_NAME.fullmatch(name) if name[-13:-12] == "-" else None
+                    if told is not None and (name in orphans or self._orphan(told, namespace, makers, orphans)):
                         removed += _rmdir_if_empty(os.path.join(base, name))
                     continue
                 if held is not None and name.startswith(held):
@@ -594,29 +599,23 @@ class _Cgroups(Isolator):
                     removed += _rmdir_if_empty(directory)
         return removed
 
-    def _orphan(self, name: str, makers: dict[str, bool], orphans: set[str]) -> bool:
-        """Whether ``name`` is a spare or pooled cgroup of a gone process to
-        remove in this sweep (bounded)."""
-        if name in orphans:
-            return True
+    @staticmethod
+    def _orphan(told: re.Match, namespace: str, makers: dict[str, bool], orphans: set[str]) -> bool:
+        """Whether the spare or pooled cgroup ``told`` (:data:`_TOLD_NAME`)
+        is a gone process's, to remove in this sweep (bounded)."""
         if len(orphans) >= ORPHANS_A_SWEEP:
             return False
-        _, spare, tail = name.rpartition(".spare.")
-        if spare:
-            found = _SPARE_TAIL.fullmatch(tail)
-        else:
-            found = _POOLED_TAIL.fullmatch(name.rpartition(".pooled.")[2])
-            # a holder in another pid namespace: its pid means another process here (or none)
-            if found is None or not self._holder or found[3] != self._holder.rpartition("-")[2]:
-                return False
-        if found is None:
-            return False
-        maker = f"{found[1]}-{found[2]}"
+        pooled = told[1] == "pooled"
+        if pooled != (told[4] is not None):
+            return False   # a pooled name of before holders were (a spare's tail kept): no holder; no spare's
+        if pooled and told[4] != namespace:
+            return False   # a holder in another pid namespace: its pid means another process here (or none)
+        maker = f"{told[2]}-{told[3]}"
         gone = makers.get(maker)
         if gone is None:
-            gone = makers[maker] = process_start_ticks(int(found[1])) != int(found[2])
+            gone = makers[maker] = process_start_ticks(int(told[2])) != int(told[3])
         if gone:
-            orphans.add(name)
+            orphans.add(told[0])
         return gone
 
 
