@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +22,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from agent_helpers import (Launcher, master, agent_state, cgroups_below, cgroups_root,  # noqa: F401
-                           read_pid_file, require_cgroups, spares_below, start_agent, task_cgroups_below)
+from agent_helpers import (Launcher, master, agent_state, cgroup_bases, cgroups_below, cgroups_root,  # noqa: F401
+                           kill_9, read_pid_file, require_cgroups, spares_below, start_agent, task_cgroups_below)
 from e2e_helpers import cluster, http_get  # noqa: F401 (fixture)
 from environment import unavailable
 from mesoslike.agent.executor import sandbox_path
@@ -616,6 +617,37 @@ def test_the_pooled_cgroups_of_a_killed_agent_of_another_name_are_swept_by_a_lat
                 pass
     isolator.release()
     assert cgroups_below(cgroups_root) == []
+
+
+def test_a_killed_agent_whose_work_directory_is_gone_leaves_its_empty_pool_to_the_next_agent_started(
+        cluster, cgroups_root):
+    pooling_isolator(cgroups_root)   # skipped where there is no pool
+    cluster.start_master()
+    killed = start_agent(cluster, "k1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root)
+    scheduler = Launcher({f"t{n}": "true" for n in range(3)}, "cpus:0.25;mem:64")
+    cluster.driver(scheduler, "pool")
+    scheduler.wait(lambda: all(scheduler.terminal(f"t{n}") for n in range(3)), 20, "the tasks to end",
+                   cluster.diagnostics)
+    # the ended tasks' cgroups wait in the agent's pool, named for it (and its spares for their maker)
+    pooled = wait_until(lambda: [n for n in task_cgroups_below(cgroups_root) if ".pooled." in n], 10,
+                        "the tasks' cgroups back in the pool")
+    assert all(name.partition(".pooled.")[2].startswith(f"{killed.popen.pid}-") for name in pooled)
+    kill_9(killed)   # killed with its pool, and its work directory gone for good: no process of it comes again
+    shutil.rmtree(cluster.work_root / "k1")
+    left = set(cgroups_below(cgroups_root))
+    stray = subprocess.Popen(["sleep", "60"])   # a process in one of them: that one is never removed
+    try:
+        Path(cgroup_bases(cgroups_root)[0], pooled[0], "cgroup.procs").write_text(str(stray.pid))
+        start_agent(cluster, "k2", "cpus:2;mem:1024", "--cgroups-root", cgroups_root)
+        # the next agent started on the same cgroups (another work directory) removes the rest at its first
+        # idle turn; its own spares are a live agent's: no other agent's sweep removes them
+        wait_until(lambda: set(cgroups_below(cgroups_root)) & left == {pooled[0]}, 20,
+                   "the killed agent's empty cgroups to be removed")
+        assert cgroup_pids(os.path.join(cgroup_bases(cgroups_root)[0], pooled[0])) == [stray.pid]
+        assert spares_below(cgroups_root) and not set(spares_below(cgroups_root)) & left
+    finally:
+        stray.kill()
+        stray.wait()
 
 
 def test_a_recovered_tasks_pooled_cgroup_is_renamed_for_the_restarted_agent_as_it_goes_back_into_the_pool(
