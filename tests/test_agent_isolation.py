@@ -508,50 +508,6 @@ def test_spares_are_made_bounded_handed_out_empty_renamed_with_the_tasks_limits_
     assert cgroups_below(cgroups_root) == []
 
 
-def test_the_spares_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent_and_a_live_ones_are_not(
-        cgroups_root):
-    isolator = pooling_isolator(cgroups_root)
-    # an agent process that made spares and was killed (it never released them)
-    killed = subprocess.run(
-        [sys.executable, "-c", "import os, sys\nfrom mesoslike.agent.isolation import select_isolator\n"
-         "isolator = select_isolator('cgroups', cgroups_root=sys.argv[1])\n"
-         "print(isolator.make_spares('agent-gone', 3), flush=True)\nos.kill(os.getpid(), 9)\n", cgroups_root],
-        capture_output=True, text=True, timeout=60)
-    assert killed.returncode == -signal.SIGKILL and killed.stdout.strip() == "3", killed.stderr
-    gone = spares_below(cgroups_root, bound=3)
-    assert len(gone) == 3 and all(name.startswith("agent-gone.spare.") for name in gone)
-    # a live agent's spares (this process's), a killed one's spare with a process written in, a spare named
-    # before spares named their maker: none of them is another agent's to remove
-    isolator.spare_size = 2
-    assert isolator.make_spares("agent-live", 2) == 2
-    live = [name for name in spares_below(cgroups_root) if name.startswith("agent-live.")]
-    stray = subprocess.Popen(["sleep", "60"])
-    unnamed = f"agent-old.spare.{os.urandom(6).hex()}"
-    try:
-        for base in set(isolator.bases.values()):
-            os.mkdir(os.path.join(base, unnamed))
-        Path(isolator.bases["memory"], gone[0], "cgroup.procs").write_text(str(stray.pid))
-        later = select_isolator("cgroups", cgroups_root=cgroups_root)
-        hierarchies = len(set(isolator.bases.values()))
-        # the killed agent's two empty spares go in every hierarchy; the one holding a process stays where it does
-        assert later.sweep("agent-later", keep=set()) == 2 * hierarchies + (hierarchies - 1)
-        left = cgroups_below(cgroups_root)
-        assert sorted(set(left)) == sorted([gone[0], unnamed, *live])
-        assert cgroup_pids(os.path.join(isolator.bases["memory"], gone[0])) == [stray.pid]
-        assert later.sweep("agent-later", keep=set()) == 0   # nothing more is an orphan's
-    finally:
-        stray.kill()
-        stray.wait()
-    for base in set(isolator.bases.values()):
-        for name in (gone[0], unnamed):
-            try:
-                os.rmdir(os.path.join(base, name))
-            except FileNotFoundError:
-                pass
-    isolator.release()
-    assert cgroups_below(cgroups_root) == []
-
-
 def _killed_agent_isolator(cgroups_root: str, script: str) -> list[str]:
     """Run ``script`` in an agent-like process with ``isolator`` (the cgroups isolator of ``cgroups_root``),
     then kill it by SIGKILL (it never releases its pool); returns the lines it printed."""
@@ -565,52 +521,58 @@ def _killed_agent_isolator(cgroups_root: str, script: str) -> list[str]:
     return killed.stdout.split()
 
 
-def test_the_pooled_cgroups_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent_and_a_live_ones_are_not(
+def test_the_spares_and_pool_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent_and_a_live_ones_are_not(
         cgroups_root):
     isolator = pooling_isolator(cgroups_root)
-    # an agent killed with its pool full (3 here; a 4th cgroup given back was removed), whose work directory
-    # is gone for good: no process of its key comes again
+    # an agent killed with 3 spares and its pool full (3 here; a 4th cgroup given back was removed), whose work
+    # directory is gone for good: no process of its key comes again
     printed = _killed_agent_isolator(
         cgroups_root, "isolator.pool_size = 3\nresources = Resources.parse('cpus:0.1;mem:32')\n"
         "used = [isolator.create('agent-gone.pooled', resources, pooled=True) for _ in range(4)]\n"
         "for container in used: isolator.give_back(container)\n"
+        "isolator.spare_size = 6\nassert isolator.make_spares('agent-gone', 3) == 3\n"
         "print(*sorted({os.path.basename(d) for c in isolator._pool for d in c.directories}))\n")
-    gone = task_cgroups_below(cgroups_root)
-    assert len(printed) == 3 and sorted(set(gone)) == sorted(printed)
-    assert all(name.startswith("agent-gone.pooled.") for name in gone)
-    # a live agent's pool (this process's), a spare of it handed out (renamed to a pooled cgroup), a gone
-    # agent's pooled cgroup with a process written in, one named before names told their holder: none of
-    # them is another agent's to remove
-    isolator.spare_size = 1
-    assert isolator.make_spares("agent-live", 1) == 1
-    live = [isolator.create("agent-live.pooled", R("cpus:0.1;mem:32"), pooled=True) for _ in range(2)]
-    for container in live:
+    spares = spares_below(cgroups_root, bound=3)
+    pooled = task_cgroups_below(cgroups_root)
+    assert len(spares) == 3 and all(name.startswith("agent-gone.spare.") for name in spares)
+    assert len(printed) == 3 and pooled == sorted(printed) and all(name.startswith("agent-gone.pooled.")
+                                                                    for name in pooled)
+    # a live agent's spares and pool (this process's: a spare of it handed out, renamed to a pooled cgroup, in
+    # it), a killed one's spare and pooled cgroup with a process written in, a spare and a pooled cgroup named
+    # before names told their maker or holder: none of them is another agent's to remove
+    isolator.spare_size = 3
+    assert isolator.make_spares("agent-live", 3) == 3
+    for container in [isolator.create("agent-live.pooled", R("cpus:0.1;mem:32"), pooled=True) for _ in range(2)]:
         isolator.give_back(container)
-    live_names = {os.path.basename(d) for container in isolator._pool for d in container.directories}
-    assert len(live_names) == 2 and all(name.startswith("agent-live.pooled.") for name in live_names)
-    stray = subprocess.Popen(["sleep", "60"])
-    unnamed = f"agent-old.pooled.{os.urandom(6).hex()}"
+    live = set(cgroups_below(cgroups_root)) - set(spares + pooled)
+    assert len(live) == 3 and len({name for name in live if name.startswith("agent-live.pooled.")}) == 2
+    strays = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]   # a process is in one cgroup a hierarchy
+    unnamed = [f"agent-old.spare.{os.urandom(6).hex()}", f"agent-old.pooled.{os.urandom(6).hex()}"]
     try:
         for base in set(isolator.bases.values()):
-            os.mkdir(os.path.join(base, unnamed))
-        Path(isolator.bases["memory"], gone[0], "cgroup.procs").write_text(str(stray.pid))
+            for name in unnamed:
+                os.mkdir(os.path.join(base, name))
+        for name, stray in zip((spares[0], pooled[0]), strays):
+            Path(isolator.bases["memory"], name, "cgroup.procs").write_text(str(stray.pid))
         later = select_isolator("cgroups", cgroups_root=cgroups_root)
         hierarchies = len(set(isolator.bases.values()))
-        # the killed agent's two empty pooled cgroups go in every hierarchy; the one holding a process stays
-        # where it does
-        assert later.sweep("agent-later", keep=set()) == 2 * hierarchies + (hierarchies - 1)
-        assert sorted(set(cgroups_below(cgroups_root))) == sorted([gone[0], unnamed, *live_names])
-        assert cgroup_pids(os.path.join(isolator.bases["memory"], gone[0])) == [stray.pid]
+        # the killed agent's two empty spares and two empty pooled cgroups go in every hierarchy; the two
+        # holding a process stay where they do
+        assert later.sweep("agent-later", keep=set()) == 4 * hierarchies + 2 * (hierarchies - 1)
+        assert sorted(set(cgroups_below(cgroups_root))) == sorted([spares[0], pooled[0], *unnamed, *live])
+        for name, stray in zip((spares[0], pooled[0]), strays):
+            assert cgroup_pids(os.path.join(isolator.bases["memory"], name)) == [stray.pid]
         assert later.sweep("agent-later", keep=set()) == 0   # nothing more is an orphan's
         # the live agent's pool still serves (its cgroups were never removed)
         again = isolator.create("agent-live.pooled", R("cpus:0.1;mem:32"), pooled=True)
-        assert {os.path.basename(d) for d in again.directories} <= live_names
+        assert {os.path.basename(d) for d in again.directories} <= live
         isolator.give_back(again)
     finally:
-        stray.kill()
-        stray.wait()
+        for stray in strays:
+            stray.kill()
+            stray.wait()
     for base in set(isolator.bases.values()):
-        for name in (gone[0], unnamed):
+        for name in (spares[0], pooled[0], *unnamed):
             try:
                 os.rmdir(os.path.join(base, name))
             except FileNotFoundError:

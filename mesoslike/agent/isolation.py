@@ -394,13 +394,7 @@ class _Cgroups(Isolator):
         taken: dict[str, str] = {}
         try:
             _check_empty(spare.directories)
-            renamed: dict[str, str] = {}
-            for directory in spare.directories:
-                head, _, tail = directory.rpartition(".spare.")
-                renamed[directory] = new = f"{head}.pooled.{self._pooled_tail(tail.rpartition('-')[2])}"
-                os.rename(directory, new)   # the same parent: cgroups v1 renames a cgroup in place
-                taken[directory] = new
-            container = Container(self.name, {c: renamed[d] for c, d in spare.cgroups.items()},
+            container = Container(self.name, self._rename_held(spare, ".spare.", taken),
                                   _cpus(resources), _mem_bytes(resources), True)
             self._set_limits(container)
             return container
@@ -450,22 +444,30 @@ class _Cgroups(Isolator):
             self.destroy(container)
 
     def _renamed_held(self, container: Container) -> Container | None:
-        """``container``, renamed in every hierarchy as this process's pooled
-        cgroup (the same random part; cgroups v1 renames a directory in its
-        parent in place). None when it cannot be (gone, or swept meanwhile
-        by an agent that took its maker for gone): what is left is removed."""
-        renamed: dict[str, str] = {}
+        """``container`` renamed as a pooled cgroup this process holds. None
+        when it cannot be (gone, or swept meanwhile by an agent that took
+        its holder for gone): what is left of it is removed."""
+        taken: dict[str, str] = {}
         try:
-            for directory in container.directories:
-                head, _, tail = directory.rpartition(".pooled.")
-                new = f"{head}.pooled.{self._pooled_tail(tail.rpartition('-')[2])}"
-                os.rename(directory, new)
-                renamed[directory] = new
+            return Container(container.kind, self._rename_held(container, ".pooled.", taken), container.cpus,
+                             container.mem_bytes, True, container.base)
         except OSError as exc:
             log.debug("a pooled cgroup cannot go back to the pool (%s): removing it", exc)
-            self.destroy(attrs.evolve(container, cgroups={c: renamed.get(d, d) for c, d in container.cgroups.items()}))
+            self.destroy(attrs.evolve(container, cgroups={c: taken.get(d, d) for c, d in container.cgroups.items()}))
             return None
-        return attrs.evolve(container, cgroups={c: renamed[d] for c, d in container.cgroups.items()})
+
+    def _rename_held(self, container: Container, kind: str, taken: dict[str, str]) -> dict[str, str]:
+        """The cgroups of ``container`` (named ``<key><kind><tail>``) renamed
+        in every hierarchy as a pooled cgroup this process holds (the same
+        random part; cgroups v1 renames a cgroup within its parent in place):
+        controller -> its new directory. ``taken``: each directory renamed so
+        far -> its new name (to remove them when one cannot be: OSError)."""
+        for directory in container.directories:
+            head, _, tail = directory.rpartition(kind)
+            new = f"{head}.pooled.{self._pooled_tail(tail.rpartition('-')[2])}"
+            os.rename(directory, new)
+            taken[directory] = new
+        return {c: taken[d] for c, d in container.cgroups.items()}
 
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
         """The container's cumulative usage counters now (:attr:`Container.base`)."""
@@ -666,24 +668,6 @@ class CgroupsV1Isolator(_Cgroups):
 
     def _usage_file(self, container: Container) -> str:
         return os.path.join(container.cgroups["memory"], "memory.usage_in_bytes")
-
-    def _renamed_held(self, container: Container) -> Container | None:
-        """``container``, renamed in every hierarchy as this process's pooled
-        cgroup (the same random part; cgroups v1 renames a directory in its
-        parent in place). None when it cannot be (gone, or swept meanwhile
-        by an agent that took its maker for gone): what is left is removed."""
-        renamed: dict[str, str] = {}
-        try:
-            for directory in container.directories:
-                head, _, tail = directory.rpartition(".pooled.")
-                new = f"{head}.pooled.{self._pooled_tail(tail.rpartition('-')[2])}"
-                os.rename(directory, new)
-                renamed[directory] = new
-        except OSError as exc:
-            log.debug("a pooled cgroup cannot go back to the pool (%s): removing it", exc)
-            self.destroy(attrs.evolve(container, cgroups={c: renamed.get(d, d) for c, d in container.cgroups.items()}))
-            return None
-        return attrs.evolve(container, cgroups={c: renamed[d] for c, d in container.cgroups.items()})
 
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
         groups = container.cgroups
