@@ -363,8 +363,9 @@ class _Cgroups(Isolator):
         ``<prefix>.spare.<pid>-<start>-<random>`` (the agent process that
         made it: its pid and start time) while no task has used them;
         renamed ``<prefix>.pooled.<pid>-<start>-<pid namespace>-<random>``
-        (:data:`_TOLD_NAME`) as one is handed out. Bounded: made only while the pool and the spares hold fewer
-        than :attr:`spare_size`; removed by :meth:`release` (the agent's
+        (:data:`_TOLD_NAME`: the process that holds it now) as one is
+        handed out. Bounded: made only while the pool and the spares hold
+        fewer than :attr:`spare_size`; removed by :meth:`release` (the agent's
         stop) and, left by an agent killed, by the next one's :meth:`sweep`
         — or by any later agent's on the same bases once that process is
         gone."""
