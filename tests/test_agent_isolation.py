@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
-from agent_helpers import (Launcher, master, agent_state, cgroups_below, cgroups_root,  # noqa: F401
-                           read_pid_file, require_cgroups, spares_below, start_agent, task_cgroups_below)
+from agent_helpers import (Launcher, master, agent_state, cgroup_bases, cgroups_below, cgroups_root,  # noqa: F401
+                           kill_9, read_pid_file, require_cgroups, spares_below, start_agent, task_cgroups_below)
 from e2e_helpers import cluster, http_get  # noqa: F401 (fixture)
 from environment import unavailable
 from mesoslike.agent.executor import sandbox_path
@@ -435,13 +437,16 @@ def test_a_pooled_cgroup_counts_the_new_tasks_cpu_only_and_a_killed_agents_spare
     assert second.directories == first.directories
     fresh = isolator.usage(second, None)      # the earlier task's CPU is not the new one's
     assert fresh.cpus_user_time_secs + fresh.cpus_system_time_secs < 0.05
-    # a killed agent's spares (the pool never released) go when its next process sweeps; a recovered task's stay
-    spare = isolator.create("agent-a.third", R("cpus:1;mem:64"), pooled=True)
+    # the pooled cgroups a killed process of the agent left (the pool never released) go when its next process
+    # sweeps; a recovered task's stay, and another live agent's
+    left = _killed_agent_isolator(cgroups_root, "container = isolator.create('agent-a.third', "
+                                                "Resources.parse('cpus:1;mem:64'), pooled=True)\n"
+                                                "print(*container.directories)\n")
     other = isolator.create("agent-b.fourth", R("cpus:1;mem:64"), pooled=True)
     restarted = select_isolator("cgroups", cgroups_root=cgroups_root)
-    assert restarted.sweep("agent-a", keep=set(second.directories)) == len(spare.directories)
+    assert left and restarted.sweep("agent-a", keep=set(second.directories)) == len(left)
     assert all(os.path.isdir(d) for d in second.directories + other.directories)
-    assert not any(os.path.exists(d) for d in spare.directories)
+    assert not any(os.path.exists(d) for d in left)
     for container in (second, other):
         isolator.destroy(container)
 
@@ -503,47 +508,162 @@ def test_spares_are_made_bounded_handed_out_empty_renamed_with_the_tasks_limits_
     assert cgroups_below(cgroups_root) == []
 
 
-def test_the_spares_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent_and_a_live_ones_are_not(
-        cgroups_root):
-    isolator = pooling_isolator(cgroups_root)
-    # an agent process that made spares and was killed (it never released them)
+def _killed_agent_isolator(cgroups_root: str, script: str) -> list[str]:
+    """Run ``script`` in an agent-like process with ``isolator`` (the cgroups isolator of ``cgroups_root``),
+    then kill it by SIGKILL (it never releases its pool); returns the lines it printed."""
     killed = subprocess.run(
         [sys.executable, "-c", "import os, sys\nfrom mesoslike.agent.isolation import select_isolator\n"
-         "isolator = select_isolator('cgroups', cgroups_root=sys.argv[1])\n"
-         "print(isolator.make_spares('agent-gone', 3), flush=True)\nos.kill(os.getpid(), 9)\n", cgroups_root],
+         "from mesoslike.resources import Resources\n"
+         "isolator = select_isolator('cgroups', cgroups_root=sys.argv[1])\n" + script
+         + "sys.stdout.flush()\nos.kill(os.getpid(), 9)\n", cgroups_root],
         capture_output=True, text=True, timeout=60)
-    assert killed.returncode == -signal.SIGKILL and killed.stdout.strip() == "3", killed.stderr
-    gone = spares_below(cgroups_root, bound=3)
-    assert len(gone) == 3 and all(name.startswith("agent-gone.spare.") for name in gone)
-    # a live agent's spares (this process's), a killed one's spare with a process written in, a spare named
-    # before spares named their maker: none of them is another agent's to remove
-    isolator.spare_size = 2
-    assert isolator.make_spares("agent-live", 2) == 2
-    live = [name for name in spares_below(cgroups_root) if name.startswith("agent-live.")]
-    stray = subprocess.Popen(["sleep", "60"])
-    unnamed = f"agent-old.spare.{os.urandom(6).hex()}"
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    return killed.stdout.split()
+
+
+def test_the_spares_and_pool_of_a_killed_agent_of_another_name_are_swept_by_a_later_agent_and_a_live_ones_are_not(
+        cgroups_root):
+    isolator = pooling_isolator(cgroups_root)
+    # an agent killed with 3 spares and its pool full (3 here; a 4th cgroup given back was removed), whose work
+    # directory is gone for good: no process of its key comes again
+    printed = _killed_agent_isolator(
+        cgroups_root, "isolator.pool_size = 3\nresources = Resources.parse('cpus:0.1;mem:32')\n"
+        "used = [isolator.create('agent-gone.pooled', resources, pooled=True) for _ in range(4)]\n"
+        "for container in used: isolator.give_back(container)\n"
+        "isolator.spare_size = 6\nassert isolator.make_spares('agent-gone', 3) == 3\n"
+        "print(*sorted({os.path.basename(d) for c in isolator._pool for d in c.directories}))\n")
+    spares = spares_below(cgroups_root, bound=3)
+    pooled = task_cgroups_below(cgroups_root)
+    assert len(spares) == 3 and all(name.startswith("agent-gone.spare.") for name in spares)
+    assert len(printed) == 3 and pooled == sorted(printed) and all(name.startswith("agent-gone.pooled.")
+                                                                    for name in pooled)
+    # a live agent's spares and pool (this process's: a spare of it handed out, renamed to a pooled cgroup, in
+    # it), a killed one's spare and pooled cgroup with a process written in, a spare and a pooled cgroup named
+    # before names told their maker or holder: none of them is another agent's to remove
+    isolator.spare_size = 3
+    assert isolator.make_spares("agent-live", 3) == 3
+    for container in [isolator.create("agent-live.pooled", R("cpus:0.1;mem:32"), pooled=True) for _ in range(2)]:
+        isolator.give_back(container)
+    live = set(cgroups_below(cgroups_root)) - set(spares + pooled)
+    assert len(live) == 3 and len({name for name in live if name.startswith("agent-live.pooled.")}) == 2
+    strays = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]   # a process is in one cgroup a hierarchy
+    unnamed = [f"agent-old.spare.{os.urandom(6).hex()}", f"agent-old.pooled.{os.urandom(6).hex()}"]
     try:
         for base in set(isolator.bases.values()):
-            os.mkdir(os.path.join(base, unnamed))
-        Path(isolator.bases["memory"], gone[0], "cgroup.procs").write_text(str(stray.pid))
+            for name in unnamed:
+                os.mkdir(os.path.join(base, name))
+        for name, stray in zip((spares[0], pooled[0]), strays):
+            Path(isolator.bases["memory"], name, "cgroup.procs").write_text(str(stray.pid))
         later = select_isolator("cgroups", cgroups_root=cgroups_root)
         hierarchies = len(set(isolator.bases.values()))
-        # the killed agent's two empty spares go in every hierarchy; the one holding a process stays where it does
-        assert later.sweep("agent-later", keep=set()) == 2 * hierarchies + (hierarchies - 1)
-        left = cgroups_below(cgroups_root)
-        assert sorted(set(left)) == sorted([gone[0], unnamed, *live])
-        assert cgroup_pids(os.path.join(isolator.bases["memory"], gone[0])) == [stray.pid]
+        # the killed agent's two empty spares and two empty pooled cgroups go in every hierarchy; the two
+        # holding a process stay where they do
+        assert later.sweep("agent-later", keep=set()) == 4 * hierarchies + 2 * (hierarchies - 1)
+        assert sorted(set(cgroups_below(cgroups_root))) == sorted([spares[0], pooled[0], *unnamed, *live])
+        for name, stray in zip((spares[0], pooled[0]), strays):
+            assert cgroup_pids(os.path.join(isolator.bases["memory"], name)) == [stray.pid]
         assert later.sweep("agent-later", keep=set()) == 0   # nothing more is an orphan's
+        # the live agent's pool still serves (its cgroups were never removed)
+        again = isolator.create("agent-live.pooled", R("cpus:0.1;mem:32"), pooled=True)
+        assert {os.path.basename(d) for d in again.directories} <= live
+        isolator.give_back(again)
     finally:
-        stray.kill()
-        stray.wait()
+        for stray in strays:
+            stray.kill()
+            stray.wait()
     for base in set(isolator.bases.values()):
-        for name in (gone[0], unnamed):
+        for name in (spares[0], pooled[0], *unnamed):
             try:
                 os.rmdir(os.path.join(base, name))
             except FileNotFoundError:
                 pass
     isolator.release()
+    assert cgroups_below(cgroups_root) == []
+
+
+def test_a_killed_agent_whose_work_directory_is_gone_leaves_its_empty_pool_to_the_next_agent_started(
+        cluster, cgroups_root):
+    pooling_isolator(cgroups_root)   # skipped where there is no pool
+    cluster.start_master()
+    killed = start_agent(cluster, "k1", "cpus:2;mem:1024", "--cgroups-root", cgroups_root)
+    scheduler = Launcher({f"t{n}": "true" for n in range(3)}, "cpus:0.25;mem:64")
+    cluster.driver(scheduler, "pool")
+    scheduler.wait(lambda: all(scheduler.terminal(f"t{n}") for n in range(3)), 20, "the tasks to end",
+                   cluster.diagnostics)
+    # the ended tasks' cgroups wait in the agent's pool, named for it (and its spares for their maker)
+    pooled = wait_until(lambda: [n for n in task_cgroups_below(cgroups_root) if ".pooled." in n], 10,
+                        "the tasks' cgroups back in the pool")
+    assert all(name.partition(".pooled.")[2].startswith(f"{killed.popen.pid}-") for name in pooled)
+    kill_9(killed)   # killed with its pool, and its work directory gone for good: no process of it comes again
+    shutil.rmtree(cluster.work_root / "k1")
+    left = set(cgroups_below(cgroups_root))
+    stray = subprocess.Popen(["sleep", "60"])   # a process in one of them: that one is never removed
+    try:
+        Path(cgroup_bases(cgroups_root)[0], pooled[0], "cgroup.procs").write_text(str(stray.pid))
+        start_agent(cluster, "k2", "cpus:2;mem:1024", "--cgroups-root", cgroups_root)
+        # the next agent started on the same cgroups (another work directory) removes the rest at its first
+        # idle turn; its own spares are a live agent's: no other agent's sweep removes them
+        wait_until(lambda: set(cgroups_below(cgroups_root)) & left == {pooled[0]}, 20,
+                   "the killed agent's empty cgroups to be removed")
+        assert cgroup_pids(os.path.join(cgroup_bases(cgroups_root)[0], pooled[0])) == [stray.pid]
+        assert spares_below(cgroups_root) and not set(spares_below(cgroups_root)) & left
+    finally:
+        stray.kill()
+        stray.wait()
+
+
+def test_a_recovered_tasks_pooled_cgroup_is_renamed_for_the_restarted_agent_as_it_goes_back_into_the_pool(
+        cgroups_root):
+    restarted = pooling_isolator(cgroups_root)
+    hierarchies = len(set(restarted.bases.values()))
+    task = subprocess.Popen(["sleep", "60"])
+    old_task = subprocess.Popen(["sleep", "60"])
+    try:
+        # the agent's earlier process launched a task into a pooled cgroup and was killed; a task of an agent
+        # of the previous naming (no holder in the name) runs on too
+        printed = _killed_agent_isolator(
+            cgroups_root, "import json\n"
+            "container = isolator.create('agent-r.pooled', Resources.parse('cpus:0.1;mem:32'), pooled=True)\n"
+            f"for d in container.directories: open(os.path.join(d, 'cgroup.procs'), 'w').write('{task.pid}')\n"
+            "print(json.dumps(container.to_json(), separators=(',', ':')))\n")
+        inherited = Container.from_json(json.loads(printed[0]))
+        old_name = f"agent-r.pooled.{os.urandom(6).hex()}"
+        old = attrs.evolve(inherited, cgroups={c: os.path.join(os.path.dirname(d), old_name)
+                                               for c, d in inherited.cgroups.items()})
+        for directory in old.directories:
+            os.mkdir(directory)
+            Path(directory, "cgroup.procs").write_text(str(old_task.pid))
+        # the restarted agent's sweep keeps its recovered tasks' cgroups; another agent's cannot remove them
+        # (a task is in each)
+        assert restarted.sweep("agent-r", keep=set(inherited.directories + old.directories)) == 0
+        assert select_isolator("cgroups", cgroups_root=cgroups_root).sweep("agent-other", keep=set()) == 0
+        for process in (task, old_task):   # the tasks end (their supervisors empty their cgroups)
+            process.kill()
+            process.wait()
+        wait_until(lambda: not any(cgroup_pids(d) for d in inherited.directories + old.directories), 10,
+                   "the ended tasks out of their cgroups")
+        restarted.give_back(inherited)
+        restarted.give_back(old)
+        # back in the pool under this process's name: the old names are gone, each random part kept
+        held = [container.directories for container in restarted._pool]
+        assert len(held) == 2 and not any(os.path.exists(d) for d in inherited.directories + old.directories)
+        for directories, before in zip(held, (inherited.directories, old.directories)):
+            assert all(os.path.isdir(d) and d.rpartition("-")[2] == b.rpartition("-")[2][-12:]
+                       and d.rpartition(".pooled.")[2].startswith(f"{os.getpid()}-")
+                       for d, b in zip(directories, before))
+        # so that another agent's sweep takes them for a live agent's; they serve this agent's next tasks
+        assert select_isolator("cgroups", cgroups_root=cgroups_root).sweep("agent-other", keep=set()) == 0
+        assert restarted.sweep("agent-r", keep=set()) == 0
+        served = [restarted.create("agent-r.pooled", R("cpus:0.1;mem:32"), pooled=True) for _ in range(2)]
+        assert sorted(c.directories for c in served) == sorted(held)
+        assert len(cgroups_below(cgroups_root)) == 2 * hierarchies
+        for container in served:
+            restarted.give_back(container)
+    finally:
+        for process in (task, old_task):
+            process.kill()
+            process.wait()
+    restarted.release()
     assert cgroups_below(cgroups_root) == []
 
 

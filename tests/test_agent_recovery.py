@@ -127,6 +127,10 @@ def test_kill_9_of_the_agent_then_restart_same_tasks_same_pids_then_one_finished
     # the tasks' cgroups went with them, or (emptied) wait in the agent's pool for its next tasks; spares
     # (made ahead, no task's) are empty and bounded
     assert [name for name in task_cgroups_below(cgroups_root) if ".pooled." not in name] == []
+    # each pooled one named for the restarted agent (the tasks' own renamed as they went back into the pool):
+    # no other agent's sweep takes it for a gone agent's
+    assert all(name.partition(".pooled.")[2].startswith(f"{cluster.agents['a1'].popen.pid}-")
+               for name in task_cgroups_below(cgroups_root))
     spares_below(cgroups_root)
     assert all(not cgroup_pids(os.path.join(base, name)) for base in cgroup_bases(cgroups_root)
                for name in cgroups_below(cgroups_root) if os.path.isdir(os.path.join(base, name)))

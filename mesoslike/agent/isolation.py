@@ -91,12 +91,19 @@ MIN_CPU_SHARES = 2
 MB = 1024 * 1024
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-#: what follows ``.spare.`` in a spare's name: its maker's pid and start time (clock ticks since boot),
-#: then random — so that another agent can tell a spare whose maker is gone (:meth:`_Cgroups.sweep`)
-_SPARE_TAIL = re.compile(r"([0-9]{1,10})-([0-9]{1,20})-[0-9a-f]{12}")
-#: how many spares of gone agents (each in every hierarchy) one sweep removes at most: a killed agent
-#: leaves up to :attr:`CgroupsV1Isolator.spare_size`; a bound keeps an agent's start short on a base
-#: that holds thousands
+#: the name of a spare or a pooled cgroup that tells the process that made or holds it, so that another
+#: agent can tell one whose process is gone (:meth:`_Cgroups.sweep`): a spare's,
+#: ``<key>.spare.<pid>-<start>-<random>`` (its maker's pid and start time, clock ticks since boot), and a
+#: pooled cgroup's, ``<key>.pooled.<pid>-<start>-<pid namespace>-<random>`` (the agent process that holds it
+#: in its pool; its pid namespace, the inode of ``/proc/<pid>/ns/pid``: a pid is looked up only in the
+#: namespace it was read in). Groups: the kind, the pid, the start time, the pid namespace (a pooled
+#: cgroup's). Older pooled names (random only, or a spare's tail kept) tell no holder. One match a name, as
+#: a base shared by many agents holds thousands
+_TOLD_NAME = re.compile(r"[^.]+\.(spare|pooled)\.([0-9]{1,10})-([0-9]{1,20})(?:-([0-9]{1,20}))?-[0-9a-f]{12}")
+#: how many spares and pooled cgroups of gone agents (each in every hierarchy) one sweep removes at most:
+#: a killed agent leaves up to :attr:`CgroupsV1Isolator.spare_size` spares and
+#: :attr:`CgroupsV1Isolator.pool_size` pooled ones; a bound keeps an agent's start short on a base that
+#: holds thousands (the rest go at later agents' starts)
 ORPHANS_A_SWEEP = 256
 
 
@@ -154,6 +161,24 @@ def _spare_maker() -> str:
     """This process, as a spare's name carries it: ``<pid>-<start time>``."""
     pid = os.getpid()
     return f"{pid}-{process_start_ticks(pid) or 0}"
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (its inode), or '' if it cannot be read."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+def _this_holder() -> str:
+    """This process, as a pooled cgroup's name carries it (:data:`_TOLD_NAME`):
+    ``<pid>-<start time>-<pid namespace>``; '' when one of them cannot be
+    read — its pooled cgroups are then named as before (random only), which
+    no other agent removes."""
+    pid = os.getpid()
+    start, namespace = process_start_ticks(pid), _pid_namespace()
+    return f"{pid}-{start}-{namespace}" if start and namespace else ""
 
 
 class Isolator:
@@ -253,6 +278,8 @@ class _Cgroups(Isolator):
         self._spares: list[Container] = []   # made ahead, never handed out: handed out after the pool's
         self._spared = False   # a spare was made: the bases were there
         self._maker = ""       # this process in its spares' names (_spare_maker), once known
+        self._holder: str | None = None   # this process in its pooled cgroups' names (_this_holder), once known
+        self._held_mark = ""   # ".pooled.<holder>-": in the name of each pooled cgroup this process holds
         self.cpu_quota = cpu_quota
         self.limits = limits
         self.enforcing = bool(limits)
@@ -279,8 +306,8 @@ class _Cgroups(Isolator):
             spare = self._hand_out_spare(self._spares.pop(), resources)
             if spare is not None:
                 return spare
-        if pooled:   # named for no task: it will serve many (the agent's key stays first)
-            name = f"{name.partition('.')[0]}.pooled.{os.urandom(6).hex()}"
+        if pooled:   # named for no task: it will serve many (the agent's key stays first), and for its holder
+            name = f"{name.partition('.')[0]}.pooled.{self._pooled_tail(os.urandom(6).hex())}"
         container = self._make(name, _cpus(resources), _mem_bytes(resources), pooled)
         try:
             self._set_limits(container)
@@ -314,6 +341,20 @@ class _Cgroups(Isolator):
             raise
         return Container(self.name, cgroups, cpus, mem, pooled)
 
+    def _pool_holder(self) -> str:
+        """This process in its pooled cgroups' names (:func:`_this_holder`), read once."""
+        if self._holder is None:
+            self._holder = _this_holder()
+            self._held_mark = f".pooled.{self._holder}-" if self._holder else ""
+        return self._holder
+
+    def _pooled_tail(self, random: str) -> str:
+        """What follows ``.pooled.`` in the name of a pooled cgroup this
+        process holds: :data:`_TOLD_NAME` (``random`` alone if this
+        process cannot be named)."""
+        holder = self._pool_holder()
+        return f"{holder}-{random}" if holder else random
+
     def make_spares(self, prefix: str, count: int) -> int:
         """Spares: pooled cgroups made ahead (no limit written: the
         kernel's defaults), in the agent's idle turns, so that a burst of
@@ -321,9 +362,10 @@ class _Cgroups(Isolator):
         hierarchy, ~0.2 ms of the agent's CPU a task). Named
         ``<prefix>.spare.<pid>-<start>-<random>`` (the agent process that
         made it: its pid and start time) while no task has used them;
-        renamed ``<prefix>.pooled.<pid>-<start>-<random>`` as one is handed
-        out. Bounded: made only while the pool and the spares hold fewer
-        than :attr:`spare_size`; removed by :meth:`release` (the agent's
+        renamed ``<prefix>.pooled.<pid>-<start>-<pid namespace>-<random>``
+        (:data:`_TOLD_NAME`: the process that holds it now) as one is
+        handed out. Bounded: made only while the pool and the spares hold
+        fewer than :attr:`spare_size`; removed by :meth:`release` (the agent's
         stop) and, left by an agent killed, by the next one's :meth:`sweep`
         — or by any later agent's on the same bases once that process is
         gone."""
@@ -353,13 +395,7 @@ class _Cgroups(Isolator):
         taken: dict[str, str] = {}
         try:
             _check_empty(spare.directories)
-            renamed: dict[str, str] = {}
-            for directory in spare.directories:
-                head, _, tail = directory.rpartition(".spare.")
-                renamed[directory] = new = f"{head}.pooled.{tail}"
-                os.rename(directory, new)   # the same parent: cgroups v1 renames a cgroup in place
-                taken[directory] = new
-            container = Container(self.name, {c: renamed[d] for c, d in spare.cgroups.items()},
+            container = Container(self.name, self._rename_held(spare, ".spare.", taken),
                                   _cpus(resources), _mem_bytes(resources), True)
             self._set_limits(container)
             return container
@@ -389,6 +425,15 @@ class _Cgroups(Isolator):
 
     def give_back(self, container: Container) -> None:
         if container.pooled and len(self._pool) < self.pool_size:
+            if self._holder is None:   # a recovered task's, before this process made any
+                self._pool_holder()
+            if self._held_mark and self._held_mark not in next(iter(container.cgroups.values()), self._held_mark):
+                # a recovered task's (an earlier process made it), or named before holders were: renamed for
+                # this process before it is in the pool, or another agent's sweep takes its maker for gone
+                held = self._renamed_held(container)
+                if held is None:
+                    return
+                container = held
             self._pool.append(container)
             return
         try:   # emptied by its supervisor: removed at once (busy, something got in: killed first)
@@ -398,6 +443,32 @@ class _Cgroups(Isolator):
             pass
         except OSError:
             self.destroy(container)
+
+    def _renamed_held(self, container: Container) -> Container | None:
+        """``container`` renamed as a pooled cgroup this process holds. None
+        when it cannot be (gone, or swept meanwhile by an agent that took
+        its holder for gone): what is left of it is removed."""
+        taken: dict[str, str] = {}
+        try:
+            return Container(container.kind, self._rename_held(container, ".pooled.", taken), container.cpus,
+                             container.mem_bytes, True, container.base)
+        except OSError as exc:
+            log.debug("a pooled cgroup cannot go back to the pool (%s): removing it", exc)
+            self.destroy(attrs.evolve(container, cgroups={c: taken.get(d, d) for c, d in container.cgroups.items()}))
+            return None
+
+    def _rename_held(self, container: Container, kind: str, taken: dict[str, str]) -> dict[str, str]:
+        """The cgroups of ``container`` (named ``<key><kind><tail>``) renamed
+        in every hierarchy as a pooled cgroup this process holds (the same
+        random part; cgroups v1 renames a cgroup within its parent in place):
+        controller -> its new directory. ``taken``: each directory renamed so
+        far -> its new name (to remove them when one cannot be: OSError)."""
+        for directory in container.directories:
+            head, _, tail = directory.rpartition(kind)
+            new = f"{head}.pooled.{self._pooled_tail(tail.rpartition('-')[2])}"
+            os.rename(directory, new)
+            taken[directory] = new
+        return {c: taken[d] for c, d in container.cgroups.items()}
 
     def _counters(self, container: Container) -> tuple[float, float, int, float]:
         """The container's cumulative usage counters now (:attr:`Container.base`)."""
@@ -478,22 +549,35 @@ class _Cgroups(Isolator):
     def sweep(self, prefix: str, keep: set[str]) -> int:
         """Remove the empty pooled cgroups and spares an earlier process of
         the agent whose cgroups are named ``prefix.*`` left (killed, it could
-        not release its pool), but those in ``keep`` (its recovered tasks');
-        and the empty spares of other agents (other prefixes) whose maker,
-        named in the spare's name, is gone — at most
-        :data:`ORPHANS_A_SWEEP` of those. Returns how many were removed.
+        not release its pool), but those in ``keep`` (its recovered tasks')
+        and those this process holds already; and the empty spares and
+        pooled cgroups of other agents (other prefixes) whose maker or
+        holder, named in the name, is gone — at most :data:`ORPHANS_A_SWEEP`
+        of those. Returns how many were removed.
 
-        Only a spare (never a task's: the name changes to ``.pooled.``
-        before a task is launched into it) of a process that is no longer
-        there (its pid gone or another process's: the start time differs)
-        is another agent's to remove, and only empty (``rmdir`` refuses a
-        cgroup with a process). A live agent's spares are left alone; one
-        whose maker cannot be told (named before makers were, or by another
-        pid namespace, where the pid is not ours to look up — that agent
-        then makes a new spare for the one it misses) is left or removed by
-        that rule alike, never a cgroup a task is in."""
+        Only a cgroup of a process that is no longer there (its pid gone or
+        another process's: the start time differs) is another agent's to
+        remove, and only empty (``rmdir`` refuses a cgroup with a process).
+        A live agent's spares and pool are left alone: a pooled cgroup is
+        named for the process that holds it (a recovered task's, inherited
+        from an earlier process, is renamed as it goes back into the pool:
+        :meth:`give_back`), so one that a live agent may hand out is never
+        its holder's orphan. A pooled cgroup whose holder's pid namespace is
+        not this one, or whose name tells no holder (named before holders
+        were), is left to its own agent's next process. A spare whose maker
+        cannot be told (named before makers were, or by another pid
+        namespace, where the pid is not ours to look up — that agent then
+        makes a new spare for the one it misses) is left or removed by that
+        rule alike, never a cgroup a task is in. One window is left: a
+        launch a killed agent had handed to its supervisor just before the
+        kill, whose task had not joined its pooled cgroup yet (milliseconds),
+        fails if another agent's sweep removes that cgroup in between — as
+        a launch an agent is killed in may."""
         removed = 0
         ours = (f"{prefix}.pooled.", f"{prefix}.spare.")
+        holder = self._pool_holder()
+        held = f"{prefix}{self._held_mark}" if holder else None   # in this process's pool already
+        namespace = holder.rpartition("-")[2]   # a pooled cgroup's holder is looked up only in this one
         makers: dict[str, bool] = {}   # "<pid>-<start>" -> gone
         orphans: set[str] = set()      # the names chosen, the same in every base
         for base in set(self.bases.values()):
@@ -505,27 +589,36 @@ class _Cgroups(Isolator):
             # killed ones left) may hold thousands, each joined before (~5,000 a hierarchy on this machine)
             for name in names:
                 if not name.startswith(ours):
-                    if ".spare." in name and self._orphan(name, makers, orphans):
+                    # a dash before the random part, or not a name that tells its process (an older pooled
+                    # name: random only): a slice is a fifth of a failed match
+                    told = _TOLD_NAME.fullmatch(name) if name[-13:-12] == "-" else None
+                    if told is not None and (name in orphans or self._orphan(told, namespace, makers, orphans)):
                         removed += _rmdir_if_empty(os.path.join(base, name))
+                    continue
+                if held is not None and name.startswith(held):
                     continue
                 directory = os.path.join(base, name)
                 if directory not in keep:
                     removed += _rmdir_if_empty(directory)
         return removed
 
-    def _orphan(self, name: str, makers: dict[str, bool], orphans: set[str]) -> bool:
-        """Whether ``name`` is a spare of a gone process to remove in this sweep (bounded)."""
-        if name in orphans:
-            return True
-        found = _SPARE_TAIL.fullmatch(name.rpartition(".spare.")[2])
-        if found is None or len(orphans) >= ORPHANS_A_SWEEP:
+    @staticmethod
+    def _orphan(told: re.Match, namespace: str, makers: dict[str, bool], orphans: set[str]) -> bool:
+        """Whether the spare or pooled cgroup ``told`` (:data:`_TOLD_NAME`)
+        is a gone process's, to remove in this sweep (bounded)."""
+        if len(orphans) >= ORPHANS_A_SWEEP:
             return False
-        maker = f"{found[1]}-{found[2]}"
+        pooled = told[1] == "pooled"
+        if pooled != (told[4] is not None):
+            return False   # a pooled name of before holders were (a spare's tail kept): no holder; no spare's
+        if pooled and told[4] != namespace:
+            return False   # a holder in another pid namespace: its pid means another process here (or none)
+        maker = f"{told[2]}-{told[3]}"
         gone = makers.get(maker)
         if gone is None:
-            gone = makers[maker] = process_start_ticks(int(found[1])) != int(found[2])
+            gone = makers[maker] = process_start_ticks(int(told[2])) != int(told[3])
         if gone:
-            orphans.add(name)
+            orphans.add(told[0])
         return gone
 
 
