@@ -22,3 +22,13 @@ def test_system_clock_is_monotonic_and_both_satisfy_the_protocol():
     assert clock.now() >= first
     assert isinstance(clock, Clock)
     assert isinstance(FakeClock(), Clock)
+
+
+def test_anything_with_now_is_a_clock_and_nothing_else_is():
+    # as a runtime-checkable Protocol has it (mesoslike.clock defines it without importing typing)
+    class Sundial:
+        def now(self) -> float:
+            return 12.0
+
+    assert isinstance(Sundial(), Clock)
+    assert not isinstance(object(), Clock) and not isinstance(12.0, Clock)

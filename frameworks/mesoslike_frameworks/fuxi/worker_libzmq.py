@@ -36,7 +36,10 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Protocol
+#: typing.TYPE_CHECKING without importing typing (a worker's start: fuxi/worker.py)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterator, Protocol
 
 from mesoslike.handshake_watch import (FIRST_CUT, FIRST_REFUSAL, SUCCEEDED_AFTER_FAILURE, WATCHED_EVENTS,
                                        HandshakeWatch, monitor_event)
@@ -54,11 +57,12 @@ _SEND_HIGH_WATER_MARK = 10_000
 _CONNECT_TIMEOUT_MS = 1000
 
 
-class KeyPair(Protocol):
-    """A CURVE pair (z85), as :class:`mesoslike.transport.CurveKeys` holds one."""
+if TYPE_CHECKING:   # (a worker names it in annotations only)
+    class KeyPair(Protocol):
+        """A CURVE pair (z85), as :class:`mesoslike.transport.CurveKeys` holds one."""
 
-    public: bytes
-    secret: bytes
+        public: bytes
+        secret: bytes
 
 
 class WorkerKeys:

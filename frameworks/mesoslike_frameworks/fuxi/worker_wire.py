@@ -27,7 +27,10 @@ types, fields and defaults, and frames that go across both ways.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+#: typing.TYPE_CHECKING without importing typing (a worker's start: fuxi/worker.py)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterator
 
 import msgpack
 
