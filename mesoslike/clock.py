@@ -17,10 +17,7 @@ if TYPE_CHECKING:
     from typing import Protocol, runtime_checkable
 
     @runtime_checkable
-    class Clock(Protocol):
-        """Anything with ``now() -> float``: monotonic seconds from an arbitrary
-        origin. Only differences between two readings are meaningful."""
-
+    class Clock(Protocol):   # what the type checker sees of the class below
         def now(self) -> float: ...
 else:
     class _HasNow(type):
@@ -34,6 +31,9 @@ else:
         (Type checkers see a runtime-checkable ``typing.Protocol``; at run
         time an ``isinstance`` check asks the same — has it ``now`` — with
         no import of ``typing``.)"""
+
+        #: a protocol, never constructed (what typing.Protocol sets: tools that list the public API read it)
+        _is_protocol = True
 
         def now(self) -> float: ...
 
