@@ -343,7 +343,7 @@ def remove_work_directory(work: Path) -> None:
     if its inode table block is still dirty: hence the sync): each new
     inode's allocation scans past them (``find_inode_bit``,
     ``recently_deleted``). A run's tens of thousands of sandboxes removed
-    just before the next run made that run's ``mkdir``\ s cost several
+    just before the next run made that run's ``mkdir`` calls cost several
     times more (docs/performance.rst, "Stop 21: what is left, priced")."""
     import shutil
     shutil.rmtree(work, ignore_errors=True)
