@@ -31,7 +31,11 @@ The journal (issue 14: a file per task per update, each with two fsyncs,
 held each agent's loop on its disk for most of its time) takes a
 :class:`TaskFile` record each time a task's checkpoint changes and a
 :class:`ForgetFile` when the task is forgotten; each record *sets* what it
-names, so the last one about a task is its checkpoint. A record is written
+names, so the last one about a task is its checkpoint. After a task's first
+(full) record, a change that leaves its framework and TaskInfo as they were
+is a :class:`TaskStateFile`: the rest of the checkpoint, over that full
+record, which it names by its checksum (the TaskInfo was most of a record's
+bytes and encoding). A record is written
 (``write``, to the page cache: a killed agent loses nothing) as soon as the
 core asks for it, and the journal is fdatasynced once before the loop
 turn's messages go to the master (:meth:`TaskJournal.sync`): whatever the
@@ -39,7 +43,8 @@ agent reports is on disk first, at one fsync a turn however many tasks
 changed in it. Each record is framed with its length, a crc32 and whose
 task it is; once the journal has
 grown past twice what its live records take (and 1 MiB), it is rewritten
-with only those (a new file, fsync, rename, fsync of the directory).
+with only those (a new file, fsync, rename, fsync of the directory): each
+live task's full record and its latest state record, copied.
 
 The file is written ahead as zeros (:data:`PREALLOCATE` bytes past its
 records, whenever a record reaches its end: the first after a start or a
