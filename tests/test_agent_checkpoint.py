@@ -291,3 +291,102 @@ def test_a_tasks_checkpoints_asked_in_one_turn_are_journalled_once_as_it_is_then
     runtime._send_outgoing()                          # the end of a half-turn writes them, with sends or none
     assert journal.counters["records"] == 4
     runtime.checkpoints.close_journal()
+
+
+def records_of(store: CheckpointStore) -> list[object]:
+    """The journal's records, decoded, in order."""
+    return [CODEC.decode(frame.payload) for frame in ckpt._frames(store.journal_path.read_bytes(), store.journal_path)]
+
+
+def test_a_tasks_later_records_are_state_records_over_its_full_one_and_recover_it_whole(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    first = checkpoint("t1", TaskState.STARTING, "u-1")
+    store.save_task(first)
+    # the same framework and TaskInfo (another object, equal: a VALUE secret emptied anew makes one)
+    store.save_tasks([checkpoint("t1", TaskState.RUNNING, "u-2"), checkpoint("t2")])
+    killing = TaskCheckpoint(FW, first.task, TaskState.RUNNING, [], holds_resources=False, killing=True,
+                             kill_why="asked", limitation="REASON_CONTAINER_LIMITATION_MEMORY",
+                             limitation_message="over", healthy=False, executor_secret_digest="d" * 64)
+    store.save_task(killing)
+    kinds = [type(record).__name__ for record in records_of(store)]
+    assert kinds == ["TaskFile", "TaskStateFile", "TaskFile", "TaskStateFile"]
+    assert store.journal is not None and store.journal.counters["state_records"] == 2
+    tasks = loaded(store)
+    assert tasks["t1"] == killing and tasks["t2"] == checkpoint("t2")   # every field, the TaskInfo the base's
+
+
+def test_a_changed_framework_or_task_info_or_a_task_forgotten_gets_a_full_record(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    store.save_task(checkpoint("t1"))
+    renamed = FrameworkInfo(name="renamed", id=FW.id)
+    other = TaskCheckpoint(renamed, checkpoint("t1").task, TaskState.RUNNING)
+    store.save_task(other)                                       # the framework changed: full
+    relaunched = TaskCheckpoint(renamed, TaskInfo("t1", "a-1", "false", Resources.parse("cpus:1;mem:16")),
+                                TaskState.STAGING)
+    store.save_task(relaunched)                                  # the TaskInfo changed: full
+    store.save_tasks([relaunched], forgotten=[(FW.id, "t1")])    # forgotten and sent again in one write: full
+    kinds = [type(record).__name__ for record in records_of(store)]
+    assert kinds == ["TaskFile", "TaskFile", "TaskFile", "ForgetFile", "TaskFile"]
+    assert loaded(store)["t1"] == relaunched
+
+
+def test_a_journal_of_full_records_only_is_read_and_state_records_follow_a_recovered_task(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.meta.mkdir(parents=True)
+    # an agent of before state records: a full record each change
+    store.journal_path.write_bytes(JOURNAL_MAGIC + ckpt._task_record(checkpoint("t1", TaskState.STARTING, "u-1"))
+                                   + ckpt._task_record(checkpoint("t1", TaskState.RUNNING, "u-2")))
+    tasks, errors = store.load_tasks()
+    assert errors == [] and [(t.task.task_id, t.state) for t in tasks] == [("t1", TaskState.RUNNING)]
+    store.start_journal(tasks)                                   # recovery's journal: the base of the next
+    store.save_task(checkpoint("t1", TaskState.FINISHED, "u-3"))
+    assert [type(record).__name__ for record in records_of(store)] == ["TaskFile", "TaskStateFile"]
+    assert loaded(store)["t1"].state == TaskState.FINISHED
+
+
+def test_a_compaction_keeps_a_tasks_full_record_and_its_latest_state_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(ckpt, "COMPACT_MIN_BYTES", 8 * 1024)
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    for turn in range(200):
+        store.save_task(checkpoint("t1", uuid=f"u-{turn}"))
+        store.sync()
+    assert store.journal is not None and store.journal.counters["compactions"] >= 1
+    kinds = [type(record).__name__ for record in records_of(store)]
+    assert kinds[:2] == ["TaskFile", "TaskStateFile"] and set(kinds[2:]) <= {"TaskStateFile"}
+    assert loaded(store)["t1"].updates[0].uuid == "u-199"
+
+
+def test_a_state_record_whose_full_record_is_damaged_missing_or_another_leaves_its_task_reported(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.start_journal([])
+    store.save_tasks([checkpoint("bad"), checkpoint("good")])
+    full = store.journal_path.read_bytes()[:store.journal.size] if store.journal else b""
+    bad_base = full.index(b"\0bad")                              # inside bad's full record (its key)
+    store.save_tasks([checkpoint("bad", uuid="u-2"), checkpoint("good", uuid="u-2")])
+    store.sync()
+    assert store.journal is not None
+    data = bytearray(store.journal_path.read_bytes()[:store.journal.size])
+    # the full record damaged: the state record after it is not applied over an older state
+    damaged = bytearray(data)
+    damaged[bad_base + 10] ^= 0xFF
+    store.journal_path.write_bytes(bytes(damaged))
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert [(t.task.task_id, t.updates[0].uuid) for t in tasks] == [("good", "u-2")]
+    assert len(errors) == 2 and all("task fw-1/bad is not recovered" in e.problem for e in errors)
+    assert "full record before it is missing or damaged" in errors[1].problem
+    # the full records missing (a journal that lost them): each state record reported, no task recovered
+    frames = list(ckpt._frames(bytes(data), store.journal_path))
+    states = b"".join(bytes(data[f.offset:f.offset + ckpt._FRAME.size]) + f"{f.key[0]}\0{f.key[1]}".encode()
+                      + f.payload for f in frames[2:] if f.key is not None)
+    store.journal_path.write_bytes(JOURNAL_MAGIC + states)
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert tasks == [] and len(errors) == 2 and all("missing or damaged" in e.problem for e in errors)
+    # a state record over another full record of its task (its checksum names the one before): reported
+    swapped = JOURNAL_MAGIC + ckpt._task_record(checkpoint("bad", TaskState.STARTING)) + states
+    store.journal_path.write_bytes(swapped)
+    tasks, errors = CheckpointStore(tmp_path).load_tasks()
+    assert [(t.task.task_id, t.state) for t in tasks] == []
+    assert len(errors) == 2 and "fw-1/bad" in errors[0].problem and "fw-1/good" in errors[1].problem
