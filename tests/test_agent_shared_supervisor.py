@@ -1035,6 +1035,90 @@ def test_an_ended_child_is_reaped_as_its_task_and_an_init_not_answered_yet_is_le
     assert os.waitstatus_to_exitcode(status) == 0, "the scenario failed (its traceback is above)"
 
 
+def test_an_init_that_said_its_tasks_end_is_reaped_by_its_pid_and_others_still_by_the_scan(tmp_path):
+    """An init, pid 1 of its PID namespace, that said on the channel how its task ended is reaped by
+    ``waitpid`` of its pid at the next look (each ``waitid(P_ALL)`` scans every child): not before it
+    has ended (it stays said, for the next look), with its wait status; a child that said nothing is
+    still found by the scan in the same look, and an init of no PID namespace is left to the scan (its
+    group is killed before it is reaped)."""
+    import subprocess
+
+    from mesoslike.agent import shared_supervisor as shared
+
+    meta = tmp_path / "meta"
+    loop = shared.SharedSupervisor(str(meta))
+    reaped: list[tuple[str, int | None]] = []
+    loop.finish = lambda task: reaped.append((task.name, task.status)) or True   # type: ignore[method-assign]
+
+    def child_of(name: str, command: str, namespaces: list[str]) -> tuple[shared.SharedTask, subprocess.Popen]:
+        child = subprocess.Popen(["sh", "-c", command], start_new_session=True)
+        child.returncode = 0   # reaped by the loop, never by its Popen
+        made = shared.SharedTask(str(meta / "tasks" / name), name)
+        made.task_pid, made.tag, made.started_by = child.pid, 1, "nsinit"
+        made.launch = {"namespaces": namespaces}
+        loop.tasks[name] = loop.by_pid[child.pid] = made
+        return made, child
+
+    def ended(child: subprocess.Popen) -> None:
+        wait_until(lambda: os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None, 20,
+                   "the child to end")
+
+    def scenario() -> None:
+        found: list[int] = []
+        waitid = os.waitid
+
+        def counted(*args):
+            result = waitid(*args)
+            if args[0] == os.P_ALL and result is not None:
+                found.append(result.si_pid)
+            return result
+
+        os.waitid = counted   # type: ignore[assignment]
+        said, said_child = child_of("fw/said", "exec sleep 60", ["pid"])
+        said.task_status = signal.SIGTERM
+        loop.ended_said(said)
+        assert loop.said_ended == [said]
+        loop.reap_ended()   # said, not ended yet: left said
+        assert reaped == [] and loop.said_ended == [said]
+        quiet, quiet_child = child_of("fw/quiet", "exit 5", ["pid"])
+        no_pid, no_pid_child = child_of("fw/nopid", "exit 6", ["mount"])
+        no_pid.task_status = 6 << 8
+        loop.ended_said(no_pid)   # not the first process of a PID namespace: left to the scan
+        assert loop.said_ended == [said]
+        os.kill(said_child.pid, signal.SIGTERM)
+        ended(said_child), ended(quiet_child), ended(no_pid_child)
+        loop.reap_ended()
+        assert sorted(reaped) == [("fw/nopid", 6 << 8), ("fw/quiet", 5 << 8), ("fw/said", int(signal.SIGTERM))]
+        assert said_child.pid not in found and sorted(found) == sorted([quiet_child.pid, no_pid_child.pid])
+        assert loop.said_ended == [] and not loop.by_pid
+
+    # in a child of its own: waitid(P_ALL) looks at every child, and this test's process has others'
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            scenario()
+            code = 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    loop.close()
+    assert os.waitstatus_to_exitcode(status) == 0, "the scenario failed (its traceback is above)"
+
+
+def test_a_run_name_is_two_safe_components_and_nothing_else():
+    from mesoslike.agent import shared_supervisor as shared
+
+    for name in ("fw/t", "a-b_c.d/task.1", "f" * 255 + "/" + "t" * 255, "-/_"):
+        assert shared.safe_run(name), name
+    for name in ("", "fw", "fw/", "/t", "fw/t/", "fw//t", ".fw/t", "fw/.t", "fw/..", "../t", "fw/t\n",
+                 "fw/t ", "fw/t\0", "fw/té", "f" * 256 + "/t", "fw/" + "t" * 256, "fw\\t"):
+        assert not shared.safe_run(name), name
+
+
 def test_a_task_said_ended_with_its_start_gets_no_task_json_unless_its_end_must_wait(tmp_path):
     """A short task's init says ``R`` and ``X`` in one read: its start is told
     to the agent (``S``) but no ``task.json`` is written, its ``exit.json``
