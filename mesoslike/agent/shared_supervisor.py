@@ -588,11 +588,6 @@ class SharedSupervisor:
         self.channel: nsinit.StatusChannel | None = None
         self.by_tag: dict[int, SharedTask] = {}
         self.next_tag = 0
-        #: the tasks whose init, pid 1 of their PID namespace, said on the channel how the task ended (or
-        #: why it could not start), not reaped yet: the init ends next, and is reaped by its pid (a
-        #: waitpid of one child) rather than found by a waitid of all of them (each a scan of every
-        #: child, wait_consider_task: sup29m's profile)
-        self.said_ended: list[SharedTask] = []
         self.init_server: nsinit.Server | None = None   # the init helper's server, once a task has namespaces
         #: the servers with requests in flight (or answers unread): socket fd -> the server and the tasks
         #: asked of it, in the order asked (it answers in that order)
@@ -675,8 +670,8 @@ class SharedSupervisor:
                     self.receive()
                 elif fd == self.wake_read:
                     self._drain_wakeups()
-                elif fd == self.child_signals:   # after this turn's channel lines: ends said are reaped by pid
-                    self.sweep_due = True
+                elif fd == self.child_signals:
+                    self.reap_ended()
                 elif self.channel is not None and fd == self.channel.fileno():
                     self.hear_channel()
                 elif fd in self.by_status_pipe:
@@ -940,8 +935,6 @@ class SharedSupervisor:
             return
         self.by_pid[answer] = task
         self.sweep_due = True   # it may have ended already: its zombie, left by reap_ended until now
-        if task.task_status is not None or task.failure:   # said before its pid was known
-            self.ended_said(task)
         if task.status_pipe >= 0:
             self.by_status_pipe[task.status_pipe] = task
             self.poller.register(task.status_pipe, select.EPOLLIN)
@@ -1015,42 +1008,14 @@ class SharedSupervisor:
             task = self.by_tag.get(tag)
             if task is None:   # a tag of no task now (never written so): dropped
                 continue
-            was_executing, was_said = task.executing, task.task_status is not None or bool(task.failure)
+            was_executing = task.executing
             task.take((line,))
             if task.executing and not was_executing and not task.awaiting:
                 begun.append(task)
-            if not was_said and not task.awaiting and (task.task_status is not None or task.failure):
-                self.ended_said(task)
         # told once every line read is taken: a short task's R and X in the same read, as in one read
         # of a pipe, get no task.json (started)
         for task in begun:
             self.started(task, self.task_host_pid(task))
-
-    def ended_said(self, task: SharedTask) -> None:
-        """``task``'s init (its pid known) said how the task ended: reaped
-        by its pid at the next look (:meth:`reap_said`). Only the first
-        process of a PID namespace: its process group dies with it, so it
-        may be reaped before the group's kill (:meth:`reap`)."""
-        if task.tag >= 0 and task.task_pid and "pid" in task.launch["namespaces"]:
-            self.said_ended.append(task)
-
-    def reap_said(self) -> None:
-        """Reap, each by its pid, the inits that said their task's end
-        (:attr:`said_ended`); one not ended yet is looked at again at the
-        next ``SIGCHLD``. One ``waitpid`` of a known child a task, where
-        finding it with ``waitid(P_ALL)`` scanned every child."""
-        said, self.said_ended = self.said_ended, []
-        for task in said:
-            if self.by_pid.get(task.task_pid) is not task:   # reaped otherwise meanwhile
-                continue
-            try:
-                pid, status = os.waitpid(task.task_pid, os.WNOHANG)
-            except ChildProcessError:   # (no one else reaps it): left to the sweep, as before
-                continue
-            if pid == 0:   # said, not ended yet
-                self.said_ended.append(task)
-            else:
-                self.reap(task, status)
 
     def task_host_pid(self, task: SharedTask) -> int:
         """The task's pid as the host sees it, from the pid its helper
@@ -1096,8 +1061,6 @@ class SharedSupervisor:
                     pass
             except (BlockingIOError, InterruptedError):
                 pass
-        if self.said_ended:
-            self.reap_said()
         while True:
             try:
                 found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -1131,22 +1094,18 @@ class SharedSupervisor:
             except ChildProcessError:
                 pass
 
-    def reap(self, task: SharedTask, status: int | None = None) -> None:
+    def reap(self, task: SharedTask) -> None:
         """The task's leader has ended: its group killed (the unreaped
         leader still pins the group id), then reaped; its cgroups emptied
         before its end is recorded. The first process of a PID namespace
         (an init helper's) needs no kill: its group is its own (``setpgid``)
         and of its namespace, every process of which the kernel killed and
         reaped before this zombie could be seen (:meth:`emptied`): one
-        ``kill`` a task fewer. ``status``: such an init's wait status, if
-        it was reaped already (:meth:`reap_said`)."""
+        ``kill`` a task fewer."""
         self.by_pid.pop(task.task_pid, None)
-        if status is not None:
-            task.status = status
-        else:
-            if not (task.started_by == "nsinit" and "pid" in task.launch.get("namespaces", ())):
-                task.signal_group(signal.SIGKILL)
-            _, task.status = os.waitpid(task.task_pid, 0)
+        if not (task.started_by == "nsinit" and "pid" in task.launch.get("namespaces", ())):
+            task.signal_group(signal.SIGKILL)
+        _, task.status = os.waitpid(task.task_pid, 0)
         if task.status_pipe >= 0:   # an init helper: all it said is in its pipe now
             pipe = task.status_pipe
             self.heard(task)
