@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """The shared supervisor's own work a task, deterministically: an agent's
-``TaskExecutor`` (namespaces, cgroups: the real agents' isolation) launches
-N tasks ``true`` in batches through a shared supervisor this script starts
-itself — under ``--wrap`` (``valgrind --tool=callgrind``, ``python -m
-cProfile``'s wrapper, ``strace -c``) — and the supervisor is ended with
-SIGTERM once every task has ended, so the wrapper writes what it counted.
-Two runs of N1 and N2 tasks, differenced, give a count a task free of the
-start and the end. Needs root (cgroups, namespaces).
+``TaskExecutor`` with the real agents' isolation (namespaces, cgroups)
+launches N tasks ``true`` in batches, at most four in flight, through a
+shared supervisor this script starts itself, then ends it with SIGTERM.
+``--callgrind OUT``: under callgrind, counting only while the tasks run
+(``--instr-atstart=no``, switched on and off by ``callgrind_control``):
+its total over N is the instructions a task, within ±0.5 % run to run.
+``--strace OUT``: ``strace -c -p`` attached for the same span.
+``--cprofile OUT``: cProfile timed by process CPU. ``--wrap CMD``: any
+other wrapper of its interpreter (its counts include the start).
+``--script``: another tree's ``shared_supervisor.py`` (to compare; this
+tree's agent). Needs root (cgroups, namespaces).
 
-    python bench/shared_supervisor_drive.py --tasks 300 --wrap "valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p"
+    python bench/shared_supervisor_drive.py --tasks 600 --callgrind /tmp/cg.out
+    python bench/shared_supervisor_drive.py --tasks 2000 --strace /tmp/st.txt --script /var/tmp/base/mesoslike/agent/shared_supervisor.py
 """
 
 from __future__ import annotations
@@ -45,6 +50,36 @@ PROFILED = ("import cProfile, runpy, sys, time; out = sys.argv.pop(1); sys.argv[
 ISOLATION = "cgroups/cpu,cgroups/mem,filesystem/linux,namespaces/pid,namespaces/ipc,namespaces/uts"
 
 
+def drive(executor: TaskExecutor, tasks: int, batch: int) -> None:
+    """Launch ``tasks`` tasks ``true``, ``batch`` at a time with at most
+    four batches in flight (launch_breakdown's rounds launch them all at
+    once: the supervisor's turns, and so its counts, then vary with the
+    machine's pace), until every one has ended."""
+    resources = Resources.parse("cpus:0.01;mem:16")
+    launched = ended = 0
+    while ended < tasks:
+        room = min(batch, tasks - launched) if launched - ended < 4 * batch else 0
+        if room:
+            problems = executor.launch_many([Launch("fw", TaskInfo(f"t{launched + i}", "agent-1", "true", resources),
+                                                    "agent-1") for i in range(room)])
+            assert not any(problems), problems
+            launched += room
+        ended += ends(executor)
+        time.sleep(0.002)
+
+
+def ends(executor: TaskExecutor) -> int:
+    """How many tasks the executor says have ended (forgotten); a failed one stops the run."""
+    count = 0
+    for event in executor.poll():
+        if isinstance(event, (TaskExit, LaunchFailed)):
+            if isinstance(event, LaunchFailed) or event.exit_code != 0:
+                raise SystemExit(f"a task failed: {event}")
+            executor.forget(event.framework_id, event.task_id)
+            count += 1
+    return count
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=300)
@@ -74,11 +109,9 @@ def main() -> int:
     log = open(meta / shared.LOG, "ab")
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True, env=executor.link._environment())
-    resources = Resources.parse("cpus:0.01;mem:16")
-    ended = launched = 0
     try:
         deadline = time.monotonic() + 120
-        while executor.link._running() is None or executor.link._running()[0] != proc.pid:
+        while (executor.link._running() or (0, None))[0] != proc.pid:
             assert proc.poll() is None and time.monotonic() < deadline, "the shared supervisor did not start"
             time.sleep(0.05)
         assert executor.link.ensure() and executor.link.pid == proc.pid
@@ -90,20 +123,7 @@ def main() -> int:
                                       stderr=subprocess.DEVNULL)
             time.sleep(1.0)   # attached
         started = time.monotonic()
-        while ended < args.tasks:
-            if launched < args.tasks and launched - ended < 4 * args.batch:
-                launches = [Launch("fw", TaskInfo(f"t{launched + i}", "agent-1", "true", resources), "agent-1")
-                            for i in range(min(args.batch, args.tasks - launched))]
-                problems = executor.launch_many(launches)
-                assert not any(problems), problems
-                launched += len(launches)
-            for event in executor.poll():
-                if isinstance(event, (TaskExit, LaunchFailed)):
-                    ended += 1
-                    if isinstance(event, LaunchFailed) or event.exit_code != 0:
-                        raise SystemExit(f"a task failed: {event}")
-                    executor.forget(event.framework_id, event.task_id)
-            time.sleep(0.002)
+        drive(executor, args.tasks, args.batch)
         if args.callgrind:
             subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], check=True, stdout=subprocess.DEVNULL)
         if tracer is not None:
