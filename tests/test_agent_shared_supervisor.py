@@ -1035,6 +1035,16 @@ def test_an_ended_child_is_reaped_as_its_task_and_an_init_not_answered_yet_is_le
     assert os.waitstatus_to_exitcode(status) == 0, "the scenario failed (its traceback is above)"
 
 
+def test_a_run_name_is_two_safe_components_and_nothing_else():
+    from mesoslike.agent import shared_supervisor as shared
+
+    for name in ("fw/t", "a-b_c.d/task.1", "f" * 255 + "/" + "t" * 255, "-/_"):
+        assert shared.safe_run(name), name
+    for name in ("", "fw", "fw/", "/t", "fw/t/", "fw//t", ".fw/t", "fw/.t", "fw/..", "../t", "fw/t\n",
+                 "fw/t ", "fw/t\0", "fw/té", "f" * 256 + "/t", "fw/" + "t" * 256, "fw\\t"):
+        assert not shared.safe_run(name), name
+
+
 def test_a_task_said_ended_with_its_start_gets_no_task_json_unless_its_end_must_wait(tmp_path):
     """A short task's init says ``R`` and ``X`` in one read: its start is told
     to the agent (``S``) but no ``task.json`` is written, its ``exit.json``

@@ -525,42 +525,46 @@ def read_launch(path: str, loads: Callable[[bytes], object] = json.loads) -> dic
 class Supervisor:
     """One task's life: start, watch, kill on request, clean up, record."""
 
+    # What a task starts with and most tasks keep: class attributes, set on the instance only once they
+    # change (each assignment in __init__ is a dictionary insert; the shared supervisor makes one object a
+    # task, and ~35 of them were a tenth of its user-space instructions making it). Mutable ones stay below.
+    task_pid = 0
+    child: subprocess.Popen | None = None
+    kill_deadline: float | None = None
+    sigkill_sent = False
+    killed = False
+    reason = ""
+    message = ""
+    cgroups_emptied = False   # the last kill_cgroups found none of the task's processes left
+    exit_json = b""   # what record() wrote to exit.json (unpadded), once it has
+    user: TaskUser | None = None
+    checker = None          # a health.HealthChecker while the task runs, if it has a check
+    health_kill = ""        # set by the checker's thread: why the task must be killed
+    host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
+    runc = None                    # an image task's runc.Runc, once its container exists
+    check_process = ""             # an image task's health check's process file (runc exec --process)
+    started_by = ""                # how the task was started: "spawn", "fork" or "runc"
+    #: switch users by subprocess.Popen's uid/gid/groups rather than a preexec_fn (the shared supervisor)
+    switch_by_popen = False
+
     def __init__(self, run_dir: str, host_pid: int = 0) -> None:
         """``host_pid``: this process's pid, if the caller knows it (the
         shared supervisor's loop: no ``getpid`` a task)."""
         self.run_dir = run_dir
         self.launch: dict = {}
-        self.task_pid = 0
-        self.child: subprocess.Popen | None = None
-        self.kill_deadline: float | None = None
-        self.sigkill_sent = False
-        self.killed = False
-        self.reason = ""
-        self.message = ""
         self.agent_seen_at = time.monotonic()
-        self.cgroups_emptied = False   # the last kill_cgroups found none of the task's processes left
-        self.exit_json = b""   # what record() wrote to exit.json (unpadded), once it has
         self.next_agent_check = self.agent_seen_at
-        self.user: TaskUser | None = None
         self.env: dict = {}
-        self.checker = None          # a health.HealthChecker while the task runs, if it has a check
         self.check_env: dict = {}    # the environment of its command health checks: the task's without secrets
         self.secret_env: dict = {}   # its secret variables (an image task's container gets them from here)
         self.secret_files: list = []  # the secret files written for it: removed when it has ended
         self.unwritten_secret_files: list = []   # an image task's, until its container's user is known
-        self.health_kill = ""        # set by the checker's thread: why the task must be killed
         # the init (pid 1) of the task's PID namespace (the launcher forked it so): it reaps the task's
         # orphans, and knows itself and the agent by the host's pids, through the host's /proc
         self.host_pid = host_pid or os.getpid()
         self.init = self.host_pid == 1
-        self.host_proc: int | None = None   # a descriptor of the host's /proc, while its own is mounted on it
         self.children = Children()          # what of its children are not orphans to reap
         self.images: dict = {}              # an image task's: image name -> its images.ProvisionedImage
-        self.runc = None                    # an image task's runc.Runc, once its container exists
-        self.check_process = ""             # an image task's health check's process file (runc exec --process)
-        self.started_by = ""                # how the task was started: "spawn", "fork" or "runc"
-        #: switch users by subprocess.Popen's uid/gid/groups rather than a preexec_fn (the shared supervisor)
-        self.switch_by_popen = False
 
     def path(self, name: str) -> str:
         return os.path.join(self.run_dir, name)
