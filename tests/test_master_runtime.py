@@ -579,3 +579,25 @@ def test_a_wake_ends_the_wait_between_busy_turns_and_is_left_for_the_turn_that_f
 def test_a_turn_spacing_outside_0_to_1_second_is_refused(spacing):
     with pytest.raises(ValueError):
         MasterSettings(turn_spacing=spacing)
+
+
+def test_a_turn_that_handled_a_large_batch_is_not_followed_by_a_wait(monkeypatch):
+    """A turn of many updates answers in large batches already: the control
+    plane's turns, held too, lost a third of their rate. Only a turn of
+    fewer bytes than ``_SMALL_TURN_BYTES`` is followed by the spacing."""
+    import mesoslike.master.runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "_SMALL_TURN_BYTES", 1)   # every frame is "large"
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None, turn_spacing=1.0))
+    framework = Client(runtime.address)
+    try:
+        _turn_until(runtime, lambda: runtime.is_leader, "the master to lead")
+        framework.send(m.Subscribe(FrameworkInfo("large")))
+        heard: list = []
+        _turn_until(runtime, lambda: heard.extend(msg for _, msg in framework.receive()) or heard, "SUBSCRIBED")
+        assert isinstance(heard[0], m.Subscribed)
+        assert runtime._busy_turn_at == float("-inf")
+        assert runtime._space_turns() == 0.0
+    finally:
+        framework.close()
+        runtime._close()
