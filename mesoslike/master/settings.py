@@ -51,7 +51,12 @@ class MasterSettings:
     pair and the cluster's principals and ACLs (docs/security.rst; both or
     neither); ``insecure``: bind beyond loopback without them.
     ``http_auth``: what HTTP asks a token for (``writes`` or ``all``);
-    ``http_tls``: serve HTTPS.
+    ``http_tls``: serve HTTPS. ``turn_spacing``: while peers keep it busy,
+    the loop starts a turn that handles frames at most this often (0: at
+    once, whatever came): what came meanwhile is handled in one turn and
+    answered in fewer, larger batches (docs/performance.rst, "Stop 22: the
+    master's CPU a task on the real path (master22)"). An idle master
+    handles a frame as soon as it comes.
     """
 
     address: str = "tcp://127.0.0.1:5050"
@@ -69,6 +74,8 @@ class MasterSettings:
     http_auth: str = "writes"
     http_tls: ssl.SSLContext | None = None
     advertise_ip: str | None = None
+    turn_spacing: float = attrs.field(default=0.015, validator=attrs.validators.and_(
+        attrs.validators.ge(0.0), attrs.validators.le(1.0)))
 
 
 def is_loopback(host: str) -> bool:
