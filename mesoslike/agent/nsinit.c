@@ -547,7 +547,7 @@ static void loopback_up(void) {
  * of it being joined_path; none for an init not cloned from an inline or
  * channel request. */
 #define JOINED_MAX 8
-static int joined_fd[JOINED_MAX];
+static int joined_fd[JOINED_MAX], joined_threads[JOINED_MAX];
 static const char *joined_path[JOINED_MAX], *joined_name[JOINED_MAX];
 static size_t joined_count;
 
@@ -565,15 +565,22 @@ __attribute__((noinline)) static int open_procs_by_path(const char *cgroup) {
 static void join_cgroups(const struct spec *s) {
     for (size_t i = 0; i < s->ncgroups; i++) {
         char path[NAME_MAX + sizeof "/cgroup.procs"];
+        /* a v1 cgroup's tasks file, not its cgroup.procs: this process has one thread, so the
+         * two move the same; but the kernel moves a whole thread group (cgroup.procs) under
+         * its global cgroup_threadgroup_rwsem, taken for writing — every fork, exec and exit
+         * of the machine waits on it meanwhile, and the agents' launches make thousands a
+         * second — while a thread that moves itself needs no such lock (cgroup_procs_write_start:
+         * "If the thread is current, it won't exit(2) under our hands") */
         int fd = -1;
         /* from the server's descriptor of its parent (two names walked, not the whole path through
          * /sys); by its whole path if there is none, or if that fails (a parent removed since the
          * server opened it finds nothing: the whole path, as ever, says why) */
         if (i < joined_count && joined_path[i] == s->cgroups[i] && joined_fd[i] >= 0) {
             size_t length = strlen(joined_name[i]);
+            const char *file = joined_threads[i] ? "/tasks" : "/cgroup.procs";
             if (length + sizeof "/cgroup.procs" <= sizeof path) {
                 memcpy(path, joined_name[i], length);
-                memcpy(path + length, "/cgroup.procs", sizeof "/cgroup.procs");
+                memcpy(path + length, file, strlen(file) + 1);
                 fd = openat(joined_fd[i], path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
             }
         }
@@ -1065,6 +1072,7 @@ static struct cached_parent {
     unsigned long long hash;
     unsigned long used;
     int fd;
+    int threads;   /* a v1 hierarchy's: its cgroups have a tasks file (join_cgroups writes the thread there) */
     char path[CACHED_PATH];
 } parent_cache[CGROUP_PARENTS];
 static size_t parents_cached;
@@ -1079,8 +1087,9 @@ static unsigned long long path_hash(const char *path, size_t length) {
 
 /* The server's descriptor of the directory DIRECTORY[0:length] (opened
  * O_PATH, as the whole path's walk would reach it), or -1 (then the init
- * walks the whole path). */
-static int cached_parent(const char *directory, size_t length) {
+ * walks the whole path); *threads: whether its cgroups are v1's (a tasks
+ * file: looked for once a parent, not by a failed open an init). */
+static int cached_parent(const char *directory, size_t length, int *threads) {
     if (length == 0 || length >= CACHED_PATH)
         return -1;
     unsigned long long hash = path_hash(directory, length);
@@ -1089,6 +1098,7 @@ static int cached_parent(const char *directory, size_t length) {
         struct cached_parent *entry = &parent_cache[i];
         if (entry->hash == hash && strncmp(entry->path, directory, length) == 0 && entry->path[length] == '\0') {
             entry->used = ++parent_clock;
+            *threads = entry->threads;
             return entry->fd;
         }
         if (slot == NULL || entry->used < slot->used)
@@ -1107,7 +1117,9 @@ static int cached_parent(const char *directory, size_t length) {
     slot->hash = hash;
     slot->used = ++parent_clock;
     slot->fd = fd;
+    slot->threads = faccessat(fd, "tasks", F_OK, 0) == 0;   /* v1's; cgroup v2 has none */
     memcpy(slot->path, path, length + 1);
+    *threads = slot->threads;
     return fd;
 }
 
@@ -1135,7 +1147,10 @@ static void note_cgroups(char *at, char *end) {
                             && strcmp(slash + 1, "..") != 0;
                 joined_path[count] = directory;
                 joined_name[count] = named ? slash + 1 : "";
-                joined_fd[count++] = named ? cached_parent(directory, (size_t)(slash - directory)) : -1;
+                joined_threads[count] = 0;
+                joined_fd[count] = named ? cached_parent(directory, (size_t)(slash - directory), &joined_threads[count])
+                                         : -1;
+                count++;
             }
             continue;
         }

@@ -1,17 +1,22 @@
 """The namespace init helper (``mesoslike/agent/nsinit.c``) run by itself, as
 the shared supervisor's server would start an init, on what its launch path
 makes and says: the kept paths' places in a fresh private ``/tmp`` (made from
-the ``/tmp`` down since stop 22), and its ``R`` and ``X`` lines (formatted
-without the C library's ``printf`` since then)."""
+the ``/tmp`` down since stop 22), its ``R`` and ``X`` lines (formatted
+without the C library's ``printf`` since then), and the file it joins each
+cgroup by (a v1 cgroup's ``tasks`` since then)."""
 
 from __future__ import annotations
 
 import os
+import select
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from agent_helpers import cgroup_bases, cgroups_root, require_cgroups  # noqa: F401 (fixture)
 from environment import unavailable
 from mesoslike.agent import nsinit
 
@@ -90,3 +95,48 @@ def test_the_ended_tasks_status_is_said_whole_when_it_is_a_signal_or_a_large_cod
                                   cwd="/", env={}, argv=["/bin/sh", "-c", command])
         code, said, _ = run_init(helper, spec)
         assert code == 0 and said.splitlines()[-1] == f"X {status}", (command, code, said)
+
+
+def test_an_init_joins_a_v1_cgroup_by_its_tasks_file_and_a_v2_one_by_its_cgroup_procs(tmp_path, cgroups_root):  # noqa: F811
+    """The init moves itself (one thread) into each cgroup: by a v1 cgroup's ``tasks`` file, which the
+    kernel serves without its global thread-group lock (every fork and exit of the machine waits on it
+    while ``cgroup.procs`` is written), by ``cgroup.procs`` where the hierarchy has no ``tasks`` (v2).
+    Seen by ``strace`` of the server and its inits: each cgroup opened once, by that file, from its
+    parent's descriptor; the task is in every one of them."""
+    require_cgroups()
+    helper = helper_in(tmp_path / "meta")
+    strace = shutil.which("strace")
+    if strace is None:
+        unavailable("no strace to see which file an init opens (apt-get install strace)")
+    bases = cgroup_bases(cgroups_root)
+    assert bases
+    cgroups = [os.path.join(base, "joined") for base in bases]
+    for directory in cgroups:
+        os.makedirs(directory)
+    log = tmp_path / "strace.log"
+    traced = tmp_path / "nsinit-traced"   # the helper under strace, with the helper's feature marks
+    traced.write_text(f"#!/bin/sh\n# {nsinit.INLINE_FEATURE.decode()} {nsinit.CHANNEL_FEATURE.decode()}\n"
+                      f"exec {strace} -f -qq -o {log} -e trace=openat {helper} \"$@\"\n")
+    traced.chmod(0o755)
+    channel = nsinit.StatusChannel()
+    server = nsinit.Server(str(traced), channel=channel)
+    try:
+        spec = nsinit.encode_spec(namespaces=["pid"], hostname="", tmp="", keep=[], volumes=[], user=None,
+                                  cwd=str(tmp_path), env={}, argv=["/bin/cat", "/proc/self/cgroup"], cgroups=cgroups)
+        out = tmp_path / "out"
+        assert server.submit_channel(5, spec, str(out), str(tmp_path / "err"), None, False)
+        said = b""
+        deadline = time.monotonic() + 60   # the inits are strace's children here: their X line says the end
+        while b"X " not in said and b"F " not in said and time.monotonic() < deadline:
+            select.select([channel.read_end], [], [], 1.0)
+            said += b"".join(line + b"\n" for _, line in channel.read())
+        assert said.startswith(b"R ") and said.endswith(b"X 0\n"), said
+    finally:
+        server.close()
+        channel.close()
+    shown = out.read_text()
+    assert sum(line.endswith(f"/{cgroups_root}/joined") for line in shown.split()) == len(bases), shown
+    opened = [line for line in log.read_text().splitlines() if "joined/" in line]
+    expected = sorted("tasks" if os.path.exists(os.path.join(base, "tasks")) else "cgroup.procs" for base in bases)
+    assert sorted(line.split('"joined/')[1].split('"')[0] for line in opened) == expected, opened
+    assert all(line.split()[1].startswith("openat(") and "= -1" not in line for line in opened), opened
