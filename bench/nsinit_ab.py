@@ -6,8 +6,9 @@ interleaved: each build served as the shared supervisor serves it (``nsinit
 --serve`` with a status channel, channel requests, the inits this process's
 children by ``CLONE_PARENT``), the default isolation's container (PID, mount,
 IPC and UTS namespaces, the sandbox's ``tmp`` as ``/tmp`` with the work
-directory kept inside it, four v1 cgroups joined: ``cpu``, ``cpuacct``,
-``memory``, ``pids``), the task ``sh -c true`` in its own sandbox with its
+directory kept inside it, the three v1 cgroups the agent gives a task
+joined in its order: ``cpu``, ``cpuacct``, ``memory`` — ``pids`` too
+before agent29p), the task ``sh -c true`` in its own sandbox with its
 ``stdout`` and ``stderr`` (``--task exit0``: a static program that only
 exits, ``bench/nsinit_exit0.c``, so that the C library's start-up of
 ``sh`` — ~1 ms on this VM, moving with the host's load — does not bury the
@@ -18,6 +19,11 @@ launches. No agent, no master, no Python supervisor: the helper alone.
 Needs root (cgroups, namespaces).
 
     python bench/nsinit_ab.py --before main --launches 2000 --rounds 6 --out bench/results/nsinit-ab.json
+
+``--root /dev/shm``: the sandboxes (so the private ``/tmp``, ``stdout`` and
+``stderr``) on a ``tmpfs``, no work directory kept — the inits' CPU without
+ext4's inodes, whose price moves with the machine's removals by more than
+a change of the init's own work (stop 22, init22).
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ sys.path.insert(0, str(HERE.parent))
 from mesoslike.agent import nsinit  # noqa: E402
 from mesoslike.agent.shared_supervisor import INIT_BLOCKED  # noqa: E402
 
-HIERARCHIES = ("cpu", "cpuacct", "memory", "pids")
+#: the v1 hierarchies of a task's cgroups, in the order the agent lists them (isolation.py: sorted)
+HIERARCHIES = ("cpu", "cpuacct", "memory")
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "MESOS_TASK_ID": "t", "LANG": "C.UTF-8"}
 
 
@@ -114,7 +121,9 @@ def one_round(helper: str, work: Path, launches: int, in_flight: int, slots: lis
                 sandbox = work / f"task{tag}"
                 sandbox.mkdir()
                 tmp = str(sandbox / "tmp")
-                keep = [(str(work), os.path.join(tmp, os.path.relpath(work, "/tmp")))]
+                # the work directory's place in the private /tmp, as the agent keeps one below /tmp (none elsewhere)
+                below = os.path.commonpath([str(work), "/tmp"]) == "/tmp"
+                keep = [(str(work), os.path.join(tmp, os.path.relpath(work, "/tmp")))] if below else []
                 spec = nsinit.encode_spec(namespaces=["pid", "mount", "ipc", "uts"], hostname="agent-1", tmp=tmp,
                                           keep=keep, volumes=[], user=None, cwd=str(sandbox), env=ENV,
                                           argv=list(argv), cgroups=slots[slot])
@@ -163,9 +172,12 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=16)
     parser.add_argument("--task", choices=("sh", "exit0"), default="sh",
                         help="the task: sh -c true (as the benchmarks), or a static program that only exits")
+    parser.add_argument("--root", default="/tmp",
+                        help="where the sandboxes are made: /tmp (ext4 here: each inode's price moves with the "
+                             "file system's recent removals), or e.g. /dev/shm to leave the inodes' price out")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    work_root = Path(tempfile.mkdtemp(prefix="bench-nsinit-ab-", dir="/tmp"))
+    work_root = Path(tempfile.mkdtemp(prefix="bench-nsinit-ab-", dir=args.root))
     name = f"bench-nsinit-ab-{os.getpid()}"
     results: dict[str, list[dict]] = {"after": [], "before": []}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -176,9 +188,11 @@ def main() -> int:
             place.mkdir()
             helpers[which] = nsinit.build(str(place), str(source_of(ref, place)))
         exit0 = work_root / "exit0"
+        exit0_elsewhere = Path("/var/tmp") / f"bench-nsinit-ab-exit0-{os.getpid()}"
         if args.task == "exit0":
             subprocess.run([os.environ.get("CC", "cc"), "-O2", "-static", "-nostdlib", "-o", str(exit0),
                             str(HERE / "nsinit_exit0.c")], check=True)
+            shutil.copy(exit0, exit0_elsewhere)
         slots = make_cgroups(name, args.in_flight)
         for number in range(args.rounds):
             order = ("after", "before") if number % 2 == 0 else ("before", "after")
@@ -188,6 +202,8 @@ def main() -> int:
                 argv: tuple[str, ...] = ("/bin/sh", "-c", "true")
                 if args.task == "exit0":   # in the kept directory: the private /tmp hides the rest of /tmp
                     argv = (str(shutil.copy(exit0, work / "exit0")),)
+                    if not work.is_relative_to("/tmp"):   # nothing kept (and a fresh /dev/shm): where it was built
+                        argv = (str(exit0_elsewhere),)
                 result = one_round(helpers[which], work, args.launches, args.in_flight, slots, argv)
                 results[which].append(result)
                 print(f"round {number + 1} {which}: {result}", file=sys.stderr, flush=True)
@@ -205,6 +221,7 @@ def main() -> int:
         print(text, flush=True)
     finally:
         remove_cgroups(name)
+        exit0_elsewhere.unlink(missing_ok=True)
         shutil.rmtree(work_root, ignore_errors=True)
     return 0
 

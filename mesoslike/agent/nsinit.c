@@ -82,27 +82,25 @@ static int status_fd = STATUS_FD;
 static char status_tag[24];
 
 /* ------------------------------------------------------------ reporting */
-static void say(const char *line) {
-    /* on the channel: each line tagged, the whole in one write of at most PIPE_BUF bytes, which
-     * a pipe takes whole (never interleaved with another init's); a longer F line is cut short */
-    char tagged[PIPE_BUF];
-    if (status_tag[0] != '\0') {
-        size_t at = 0, tag = strlen(status_tag);
-        for (const char *next = line; *next != '\0' && at + tag + 3 <= sizeof tagged;) {
-            memcpy(tagged + at, status_tag, tag);
-            tagged[at + tag] = ' ';
-            at += tag + 1;
-            while (*next != '\0' && *next != '\n' && at + 2 <= sizeof tagged)
-                tagged[at++] = *next++;
-            while (*next != '\0' && *next != '\n')   /* what does not fit */
-                next++;
-            tagged[at++] = '\n';
-            if (*next == '\n')
-                next++;
-        }
-        tagged[at] = '\0';
-        line = tagged;
+/* line's lines each under the tag, in tagged[0:size], at most PIPE_BUF bytes (a longer F line cut short). */
+static void tag_lines(const char *line, char *tagged, size_t size) {
+    size_t at = 0, tag = strlen(status_tag);
+    for (const char *next = line; *next != '\0' && at + tag + 3 <= size;) {
+        memcpy(tagged + at, status_tag, tag);
+        tagged[at + tag] = ' ';
+        at += tag + 1;
+        while (*next != '\0' && *next != '\n' && at + 2 <= size)
+            tagged[at++] = *next++;
+        while (*next != '\0' && *next != '\n')   /* what does not fit */
+            next++;
+        tagged[at++] = '\n';
+        if (*next == '\n')
+            next++;
     }
+    tagged[at] = '\0';
+}
+
+static void write_line(const char *line) {
     size_t left = strlen(line);
     while (left > 0) {
         ssize_t n = write(status_fd, line, left);
@@ -114,6 +112,34 @@ static void say(const char *line) {
         line += n;
         left -= (size_t)n;
     }
+}
+
+/* A line too long for say's own buffer (an F line), tagged in a PIPE_BUF one. */
+__attribute__((noinline)) static void say_long(const char *line) {
+    char tagged[PIPE_BUF];
+    tag_lines(line, tagged, sizeof tagged);
+    write_line(tagged);
+}
+
+static void say(const char *line) {
+    /* on the channel: each line tagged, the whole in one write of at most PIPE_BUF bytes, which
+     * a pipe takes whole (never interleaved with another init's); a longer F line is cut short.
+     * The R, H and X lines of every launch fit a small buffer: a PIPE_BUF one on the stack was a
+     * page more of it each init wrote (a fault; stop 22, init22) */
+    if (status_tag[0] == '\0') {
+        write_line(line);
+        return;
+    }
+    char tagged[256];
+    size_t need = strlen(line) + 2, tag = strlen(status_tag) + 1;
+    for (const char *c = line; *c != '\0'; c++)
+        need += *c == '\n' ? tag : 0;
+    if (need + tag > sizeof tagged) {
+        say_long(line);
+        return;
+    }
+    tag_lines(line, tagged, sizeof tagged);
+    write_line(tagged);
 }
 
 static void fail(const char *format, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -129,6 +155,31 @@ static void fail(const char *format, ...) {
     strcat(message, "\n");
     say(message);
     _exit(127);
+}
+
+/* "KIND NUMBER\n" at line (room for 24 bytes): its length. The lines an
+ * init says on every launch (R, H, X) and the server's answer (P), without
+ * the C library's printf: its code (four pages of text here) and its stack
+ * frame were pages each init and the server, after each clone, faulted in
+ * or copied again (~1.5-2.5 us a fault in this VM; stop 22, init22). */
+static size_t number_line(char *line, char kind, long value, int newline) {
+    char digits[24];
+    size_t count = 0, at = 0;
+    unsigned long magnitude = value < 0 ? 0UL - (unsigned long)value : (unsigned long)value;
+    do {
+        digits[count++] = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude != 0);
+    line[at++] = kind;
+    line[at++] = ' ';
+    if (value < 0)
+        line[at++] = '-';
+    while (count > 0)
+        line[at++] = digits[--count];
+    if (newline)
+        line[at++] = '\n';
+    line[at] = '\0';
+    return at;
 }
 
 /* ------------------------------------------------------------ the spec */
@@ -316,26 +367,67 @@ static void do_mount(const char *source, const char *target, const char *type, u
 /* path and its missing parents made, from the deepest that exists: a kept
  * path's place in a fresh private /tmp is two or three levels below it, and
  * one mkdir of each prefix from / (what this did before) was a dozen failed
- * mkdirs a task, each a walk of a long path with its parent's lock taken. */
+ * mkdirs a task, each a walk of a long path with its parent's lock taken.
+ * The missing prefixes are cut in place in one buffer, not a PATH_MAX frame
+ * a level: each level's frame was a page of stack more the init wrote, a
+ * copy-on-write fault of ~2 us in this VM (stop 22, init22). */
 static void make_directories(const char *path, mode_t mode) {
     if (mkdir(path, mode) == 0 || errno == EEXIST)
         return;
     if (errno != ENOENT)
         fail("cannot make %s: %s", path, strerror(errno));
-    char parent[PATH_MAX];
-    if (strlen(path) >= sizeof parent)
+    char at[PATH_MAX];
+    size_t length = strlen(path);
+    if (length >= sizeof at)
         fail("a path too long: %.80s", path);
-    strcpy(parent, path);
-    size_t length = strlen(parent);
-    while (length > 1 && parent[length - 1] == '/')
-        parent[--length] = '\0';
-    char *slash = strrchr(parent, '/');
-    if (slash == NULL || slash == parent)   /* below / itself: nothing above to make */
-        fail("cannot make %s: %s", path, strerror(ENOENT));
-    *slash = '\0';
-    make_directories(parent, mode);
-    if (mkdir(path, mode) != 0 && errno != EEXIST)   /* once: a parent that is no directory fails here */
-        fail("cannot make %s: %s", path, strerror(errno));
+    memcpy(at, path, length + 1);
+    while (length > 1 && at[length - 1] == '/')
+        at[--length] = '\0';
+    size_t cuts = 0;   /* back: each missing prefix cut at its last slash, until one is made or exists */
+    for (;;) {
+        char *slash = strrchr(at, '/');
+        if (slash == NULL || slash == at)   /* below / itself: nothing above to make */
+            fail("cannot make %s: %s", path, strerror(ENOENT));
+        *slash = '\0';
+        cuts++;
+        if (mkdir(at, mode) == 0 || errno == EEXIST)
+            break;
+        if (errno != ENOENT)
+            fail("cannot make %s: %s", at, strerror(errno));
+    }
+    while (cuts-- > 0) {   /* forth: the shallowest cut put back first, its directory made (a file there fails) */
+        at[strlen(at)] = '/';
+        if (mkdir(at, mode) != 0 && errno != EEXIST)
+            fail("cannot make %s: %s", at, strerror(errno));
+    }
+}
+
+/* The directory target and its missing parents below base (a directory
+ * that exists: the private /tmp, just made), made from base down: a kept
+ * path's place, whose first try from its own depth (make_directories)
+ * fails in a fresh /tmp and walks the whole path again for each level.
+ * A target not below base: make_directories. */
+static void make_below(const char *base, const char *target, mode_t mode) {
+    size_t length = strlen(base), whole = strlen(target);
+    while (length > 1 && base[length - 1] == '/')
+        length--;
+    char at[512];   /* not PATH_MAX: a page of stack less each init writes; a longer place, the long way */
+    if (whole >= sizeof at || length < 2 || strncmp(target, base, length) != 0 || target[length] != '/') {
+        make_directories(target, mode);
+        return;
+    }
+    memcpy(at, target, whole + 1);
+    for (char *next = at + length + 1; *next != '\0';) {
+        char *slash = strchr(next, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        if (*next != '\0' && mkdir(at, mode) != 0 && errno != EEXIST)   /* a file there fails, as below */
+            fail("cannot make %s: %s", at, strerror(errno));
+        if (slash == NULL)
+            break;
+        *slash = '/';
+        next = slash + 1;
+    }
 }
 
 /* The path with its existing part's symlinks resolved (os.path.realpath's
@@ -455,32 +547,45 @@ static void loopback_up(void) {
  * of it being joined_path; none for an init not cloned from an inline or
  * channel request. */
 #define JOINED_MAX 8
-static int joined_fd[JOINED_MAX];
+static int joined_fd[JOINED_MAX], joined_threads[JOINED_MAX];
 static const char *joined_path[JOINED_MAX], *joined_name[JOINED_MAX];
 static size_t joined_count;
 
 /* Into the task's cgroups, before anything of the task runs (its first
  * instruction is in them) and before this process does the task's work. */
+/* A cgroup's cgroup.procs opened by its whole path (PATH_MAX on the stack: out of
+ * join_cgroups' frame, which every launch's stack holds). */
+__attribute__((noinline)) static int open_procs_by_path(const char *cgroup) {
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", cgroup) >= sizeof path)
+        fail("a cgroup's path is too long");
+    return open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+}
+
 static void join_cgroups(const struct spec *s) {
     for (size_t i = 0; i < s->ncgroups; i++) {
-        char path[PATH_MAX];
+        char path[NAME_MAX + sizeof "/cgroup.procs"];
+        /* a v1 cgroup's tasks file, not its cgroup.procs: this process has one thread, so the
+         * two move the same; but the kernel moves a whole thread group (cgroup.procs) under
+         * its global cgroup_threadgroup_rwsem, taken for writing — every fork, exec and exit
+         * of the machine waits on it meanwhile, and the agents' launches make thousands a
+         * second — while a thread that moves itself needs no such lock (cgroup_procs_write_start:
+         * "If the thread is current, it won't exit(2) under our hands") */
         int fd = -1;
         /* from the server's descriptor of its parent (two names walked, not the whole path through
          * /sys); by its whole path if there is none, or if that fails (a parent removed since the
          * server opened it finds nothing: the whole path, as ever, says why) */
         if (i < joined_count && joined_path[i] == s->cgroups[i] && joined_fd[i] >= 0) {
             size_t length = strlen(joined_name[i]);
+            const char *file = joined_threads[i] ? "/tasks" : "/cgroup.procs";
             if (length + sizeof "/cgroup.procs" <= sizeof path) {
                 memcpy(path, joined_name[i], length);
-                memcpy(path + length, "/cgroup.procs", sizeof "/cgroup.procs");
+                memcpy(path + length, file, strlen(file) + 1);
                 fd = openat(joined_fd[i], path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
             }
         }
-        if (fd < 0) {
-            if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", s->cgroups[i]) >= sizeof path)
-                fail("a cgroup's path is too long");
-            fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-        }
+        if (fd < 0)
+            fd = open_procs_by_path(s->cgroups[i]);
         if (fd < 0 || write(fd, "0", 1) != 1)
             fail("cannot join the cgroup %s: %s", s->cgroups[i], strerror(errno));
         close(fd);
@@ -509,8 +614,7 @@ static void enter(const struct spec *s) {
                     fail("cannot chmod %s: %s", s->tmp, strerror(errno));
             }
             for (size_t i = 0; i < s->nkeep; i++) {
-                if (mkdir(s->keep[i].target, 0777) != 0 && errno != EEXIST)
-                    make_directories(s->keep[i].target, 0777);
+                make_below(s->tmp, s->keep[i].target, 0777);
                 do_mount(s->keep[i].source, s->keep[i].target, NULL, MS_BIND, NULL);
             }
             do_mount(s->tmp, "/tmp", NULL, MS_BIND | MS_REC, NULL);
@@ -571,6 +675,37 @@ static void close_from(int lowest) {
 static volatile int task_failed, task_error;
 static const char *volatile task_step;
 
+/* The task's program by the task's PATH (execvpe would take this process's),
+ * as Python's os.execvpe does; returns with errno set if none executes. Out
+ * of line: its PATH_MAX buffer is not in the frame of every launch's vfork
+ * child (a page of stack more each init wrote; stop 22, init22). */
+__attribute__((noinline)) static void execute_on_path(const struct spec *s, const char *program) {
+    const char *path = "/usr/local/bin:/usr/bin:/bin";
+    for (size_t i = 0; i < s->nenv; i++)
+        if (strncmp(s->env[i], "PATH=", 5) == 0)
+            path = s->env[i] + 5;
+    int first_error = 0;
+    char candidate[PATH_MAX];
+    for (const char *at = path; ; ) {
+        const char *colon = strchrnul(at, ':');
+        size_t length = (size_t)(colon - at);
+        if (length + strlen(program) + 2 < sizeof candidate) {
+            if (length == 0)
+                snprintf(candidate, sizeof candidate, "%s", program);
+            else
+                snprintf(candidate, sizeof candidate, "%.*s/%s", (int)length, at, program);
+            execve(candidate, (char *const *)s->argv, (char *const *)s->env);
+            if (errno != ENOENT && errno != ENOTDIR && first_error == 0)
+                first_error = errno;
+        }
+        if (*colon == '\0')
+            break;
+        at = colon + 1;
+    }
+    if (first_error)
+        errno = first_error;
+}
+
 /* In the vforked child (it shares this process's memory until it executes
  * or exits: it only makes system calls and writes its own stack and the
  * three words above): becomes the task, or says why not and exits. */
@@ -604,31 +739,8 @@ static void become_task(const struct spec *s) {
     const char *program = s->argv[0];
     if (strchr(program, '/') != NULL) {
         execve(program, (char *const *)s->argv, (char *const *)s->env);
-    } else {   /* the task's PATH (execvpe would take this process's), as Python's os.execvpe does */
-        const char *path = "/usr/local/bin:/usr/bin:/bin";
-        for (size_t i = 0; i < s->nenv; i++)
-            if (strncmp(s->env[i], "PATH=", 5) == 0)
-                path = s->env[i] + 5;
-        int first_error = 0;
-        char candidate[PATH_MAX];
-        for (const char *at = path; ; ) {
-            const char *colon = strchrnul(at, ':');
-            size_t length = (size_t)(colon - at);
-            if (length + strlen(program) + 2 < sizeof candidate) {
-                if (length == 0)
-                    snprintf(candidate, sizeof candidate, "%s", program);
-                else
-                    snprintf(candidate, sizeof candidate, "%.*s/%s", (int)length, at, program);
-                execve(candidate, (char *const *)s->argv, (char *const *)s->env);
-                if (errno != ENOENT && errno != ENOTDIR && first_error == 0)
-                    first_error = errno;
-            }
-            if (*colon == '\0')
-                break;
-            at = colon + 1;
-        }
-        if (first_error)
-            errno = first_error;
+    } else {
+        execute_on_path(s, program);
     }
 failed:
     code = errno;
@@ -739,12 +851,12 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
         fail("the task's %s failed: %s", step, strerror(code));
     }
     char line[64];
-    int said = snprintf(line, sizeof line, "R %d\n", (int)task);
+    size_t said = number_line(line, 'R', (long)task, 1);
     if (host_proc >= 0) {   /* R and H in one write: read together */
         long host = host_pid_of_task(host_proc);
         close(host_proc);
         if (host > 0)
-            snprintf(line + said, sizeof line - (size_t)said, "H %ld\n", host);
+            number_line(line + said, 'H', host, 1);
     }
     say(line);
 
@@ -771,7 +883,7 @@ static int init_main(int cloned, char *inline_spec, size_t inline_size) {
             int status;
             if (waitpid(task, &status, 0) != task)
                 fail("the task's leader cannot be waited for: %s", strerror(errno));
-            snprintf(line, sizeof line, "X %d\n", status);
+            number_line(line, 'X', status, 1);
             say(line);
             return 0;
         }
@@ -821,7 +933,7 @@ static void answer_clone(pid_t pid, int error) {
     if (pid < 0)
         snprintf(line, sizeof line, "F clone: %s", strerror(error));
     else
-        snprintf(line, sizeof line, "P %d", (int)pid);
+        number_line(line, 'P', (long)pid, 0);
     answer(line);
 }
 
@@ -960,6 +1072,7 @@ static struct cached_parent {
     unsigned long long hash;
     unsigned long used;
     int fd;
+    int threads;   /* a v1 hierarchy's: its cgroups have a tasks file (join_cgroups writes the thread there) */
     char path[CACHED_PATH];
 } parent_cache[CGROUP_PARENTS];
 static size_t parents_cached;
@@ -974,8 +1087,9 @@ static unsigned long long path_hash(const char *path, size_t length) {
 
 /* The server's descriptor of the directory DIRECTORY[0:length] (opened
  * O_PATH, as the whole path's walk would reach it), or -1 (then the init
- * walks the whole path). */
-static int cached_parent(const char *directory, size_t length) {
+ * walks the whole path); *threads: whether its cgroups are v1's (a tasks
+ * file: looked for once a parent, not by a failed open an init). */
+static int cached_parent(const char *directory, size_t length, int *threads) {
     if (length == 0 || length >= CACHED_PATH)
         return -1;
     unsigned long long hash = path_hash(directory, length);
@@ -984,6 +1098,7 @@ static int cached_parent(const char *directory, size_t length) {
         struct cached_parent *entry = &parent_cache[i];
         if (entry->hash == hash && strncmp(entry->path, directory, length) == 0 && entry->path[length] == '\0') {
             entry->used = ++parent_clock;
+            *threads = entry->threads;
             return entry->fd;
         }
         if (slot == NULL || entry->used < slot->used)
@@ -1002,7 +1117,9 @@ static int cached_parent(const char *directory, size_t length) {
     slot->hash = hash;
     slot->used = ++parent_clock;
     slot->fd = fd;
+    slot->threads = faccessat(fd, "tasks", F_OK, 0) == 0;   /* v1's; cgroup v2 has none */
     memcpy(slot->path, path, length + 1);
+    *threads = slot->threads;
     return fd;
 }
 
@@ -1030,7 +1147,10 @@ static void note_cgroups(char *at, char *end) {
                             && strcmp(slash + 1, "..") != 0;
                 joined_path[count] = directory;
                 joined_name[count] = named ? slash + 1 : "";
-                joined_fd[count++] = named ? cached_parent(directory, (size_t)(slash - directory)) : -1;
+                joined_threads[count] = 0;
+                joined_fd[count] = named ? cached_parent(directory, (size_t)(slash - directory), &joined_threads[count])
+                                         : -1;
+                count++;
             }
             continue;
         }
