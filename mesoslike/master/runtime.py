@@ -107,6 +107,12 @@ _TURN_BYTES = 256 * 1024
 #: a turn that handled frames of fewer bytes than this is followed by a wait of up to turn_spacing
 #: (MasterRuntime._space_turns): ~200 updates of a real agent's; the control plane's turns are of ~250 KiB
 _SMALL_TURN_BYTES = 64 * 1024
+#: ... and only a turn that handled at least this many frames: a turn of one frame is a request another
+#: hop waits on (a lone task's subscription, launch, updates and acknowledgements each wait on the one
+#: before), which the spacing delayed at every hop — a one-task `run` on `local` took 259 ms against 179
+#: with this rule (docs/performance.rst, "One frame, no wait"); while many tasks are in flight, frames from
+#: several peers come to each turn
+_SPACED_TURN_FRAMES = 2
 #: re-admitted agents whose task records an idle turn makes (~25 us an agent of ten tasks: ~25 ms)
 _SETTLED_A_TURN = 1000
 #: frames taken from the socket into the inbox per turn (not decoded: cheap)
@@ -281,8 +287,9 @@ class MasterRuntime:
         #: machine's pace, not the core's clock)
         self._turn_spacing = settings.turn_spacing
         self._busy_turn_at = -math.inf
-        #: bytes of the frames handled by the turn under way (_handle_messages)
+        #: bytes and count of the frames handled by the turn under way (_handle_messages)
         self._bytes_this_turn = 0
+        self._frames_this_turn = 0
         #: peer -> (length, hash) of the last REGISTER/REREGISTER_AGENT frame from it (see
         #: _retried_registration), the _REGISTRATION_DIGESTS_KEPT most recent (a new leader's 100,000
         #: agents' retries come after tens of thousands of other registrations: kept whole, the frames
@@ -980,18 +987,19 @@ class MasterRuntime:
         woke = time.monotonic()
         with self._lock:
             locked = time.monotonic()
-            self._bytes_this_turn = 0
+            self._bytes_this_turn = self._frames_this_turn = 0
             try:
                 self._work(timeout)
             finally:
                 self.metrics.loop.record(time.monotonic() - woke, locked - woke)
-                if 0 < self._bytes_this_turn < _SMALL_TURN_BYTES:
+                if self._frames_this_turn >= _SPACED_TURN_FRAMES and self._bytes_this_turn < _SMALL_TURN_BYTES:
                     self._busy_turn_at = woke
 
     def _space_turns(self) -> float:
-        """Right after a turn that handled a few frames (less than
-        ``_SMALL_TURN_BYTES``), wait until ``turn_spacing`` has passed since
-        it woke (woken early: no longer); the seconds waited.
+        """Right after a turn that handled a few frames (at least
+        ``_SPACED_TURN_FRAMES``, of less than ``_SMALL_TURN_BYTES``), wait
+        until ``turn_spacing`` has passed since it woke (woken early: no
+        longer); the seconds waited.
 
         On the real agents' path (bench/master_per_task.py) the master woke
         for a few tasks' updates at a time, ~150 turns a round of 1,000
@@ -1006,7 +1014,9 @@ class MasterRuntime:
         while busy; an idle master answers at once. A turn that handled
         more waits for nothing: its batches are large already, and the
         control plane's turns of hundreds of tasks, held too, went at 68 %
-        of their rate for the same CPU."""
+        of their rate for the same CPU. Nor does a turn of one frame: a
+        request whose answer another waits on, as each hop of a lone task's
+        launch does."""
         began = time.monotonic()
         hold = self._busy_turn_at + self._turn_spacing - began
         if hold <= 0.0:
@@ -1096,6 +1106,7 @@ class MasterRuntime:
                 core.counters["registrations_repeated"] += 1
         for peer, frame in self._inbox.take(_BATCH, _TURN_BYTES):
             self._bytes_this_turn += len(frame) if isinstance(frame, bytes) else 1
+            self._frames_this_turn += 1
             out += self._handle_frame(core, peer, frame)
         return out
 

@@ -56,7 +56,8 @@ class MasterSettings:
     once, whatever came): what came meanwhile is handled in one turn and
     answered in fewer, larger batches (docs/performance.rst, "Stop 22: the
     master's CPU a task on the real path (master22)"). An idle master
-    handles a frame as soon as it comes.
+    handles a frame as soon as it comes, and so does one whose last turn
+    handled a single frame (a lone exchange's hop, which another waits on).
     """
 
     address: str = "tcp://127.0.0.1:5050"
