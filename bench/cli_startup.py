@@ -1,7 +1,9 @@
 """What a ``mesoslike`` command costs before it does anything: interpreter
 start plus imports, for ``mesoslike --version`` and ``mesoslike run --help``,
-beside a bare ``python -c pass`` (the floor: the same interpreter and site,
-importing nothing of ours) in the same interleaved rounds.
+and a framework's imports (``run``'s command, the driver and the wire: what a
+one-task ``run`` imports besides the command line), beside a bare ``python -c
+pass`` (the floor: the same interpreter and site, importing nothing of ours)
+in the same interleaved rounds.
 
 The CLI is a registry of commands imported on first use and the package's
 public names load on first use (``mesoslike/__init__.py``), so ``run --help``
@@ -37,11 +39,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchlib import finish, git_state, start  # noqa: E402
 
 CODE_FILES = ["mesoslike/__init__.py", "mesoslike/cli/__init__.py", "mesoslike/cli/options.py", "mesoslike/plugins.py",
-              "frameworks/mesoslike_frameworks/command_cli.py", "bench/cli_startup.py"]
+              "frameworks/mesoslike_frameworks/command_cli.py", "frameworks/mesoslike_frameworks/command.py",
+              "mesoslike/allocator/__init__.py", "mesoslike/allocator/sorter.py", "mesoslike/driver/driver.py",
+              "bench/cli_startup.py"]
 #: what is timed: name -> the interpreter's arguments
 COMMANDS = {"python -c pass": ["-c", "pass"],
             "mesoslike --version": ["-m", "mesoslike", "--version"],
-            "mesoslike run --help": ["-m", "mesoslike", "run", "--help"]}
+            "mesoslike run --help": ["-m", "mesoslike", "run", "--help"],
+            # what `mesoslike run` imports to run (its command, the driver, the wire), the command line aside
+            "a framework's imports": ["-c", "import mesoslike.driver.driver, mesoslike_frameworks.command"]}
 
 
 def export(rev: str, into: Path) -> list[str]:
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                 "mesoslike_modules": sorted(m for m in modules if m.startswith("mesoslike")),
                 "imports_wire_codec": "mesoslike.wire.codec" in modules,
                 "imports_zmq": "zmq" in modules})
-            print(f"{code:9} {name:22} wall {results[-1]['wall_ms_median']:7.1f} ms  "
+            print(f"{code:9} {name:24} wall {results[-1]['wall_ms_median']:7.1f} ms  "
                   f"cpu {results[-1]['cpu_ms_median']:7.1f} ms  {len(modules)} modules", file=sys.stderr)
     doc["results"] = results
     finish(doc, started, load, options.out, lambda line: print(line, file=sys.stderr),

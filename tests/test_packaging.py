@@ -158,3 +158,30 @@ def test_installs_into_a_fresh_virtualenv(tmp_path, editable):
     # a policy the bundled Fuxi scheduler adds to the simulator (mesoslike.simulation_policies)
     fuxi = run([str(venv / "bin" / "mesoslike"), "simulate", "--policy", "fuxi-fifo"], cwd=tmp_path)
     assert "fuxi" in fuxi.stdout
+
+
+def test_a_framework_does_not_load_the_allocators_policies():
+    # a framework's message types import the allocator's offer model (mesoslike.allocator.offers); the
+    # package's other names — its sorters and the allocator itself, the master's — load on first use
+    probe = ("import sys\nimport mesoslike.driver.driver, mesoslike_frameworks.command\n"
+             "print(sorted(m for m in sys.modules if m.startswith('mesoslike.allocator.')))")
+    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    assert out[-1] == "['mesoslike.allocator.offers']", out
+
+
+def test_the_bundled_sorters_are_registered_on_first_use_and_can_be_overridden():
+    probe = ("from mesoslike.allocator import register_sorter, sorter_names, make_sorter, DRFSorter\n"
+             "print(sorter_names())\n"
+             "class Mine(DRFSorter): pass\n"
+             "register_sorter('drf', Mine)\n"
+             "print(type(make_sorter('drf')).__name__, sorter_names())")
+    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    assert out[-2:] == ["['drf', 'random']", "Mine ['drf', 'random']"], out
+    # registered before anything loaded the bundled policies: the user's still wins
+    probe = ("import sys\nfrom mesoslike.allocator.sorter import register_sorter, make_sorter, sorter_names\n"
+             "print('mesoslike.allocator.drf' in sys.modules)\n"
+             "register_sorter('drf', lambda hierarchical, rng: 'mine')\n"
+             "import mesoslike.allocator.drf\n"   # (its import registers nothing over the user's)
+             "print(make_sorter('drf'), sorter_names())")
+    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    assert out[-2:] == ["False", "mine ['drf', 'random']"], out

@@ -154,8 +154,10 @@ KILLED_SERVER = textwrap.dedent("""
 
 def test_a_server_process_killed_with_our_connection_cuts_one_handshake_not_a_refusal(secured):
     """kill -9 of the process whose listener took our connection (the dying
-    leader of CI run 81): one cut, ECONNRESET, then nothing listens until a
-    server is back on the port, which gets the request."""
+    leader of CI run 81): one cut — ECONNRESET, or EPIPE when ZeroMQ's I/O
+    thread was writing to the connection as the kernel reset it (CI run 110)
+    — then nothing listens until a server is back on the port, which gets
+    the request."""
     _, keys, alice = secured
     process = subprocess.Popen([sys.executable, "-c", KILLED_SERVER], stdout=subprocess.PIPE, text=True)
     try:
@@ -167,7 +169,8 @@ def test_a_server_process_killed_with_our_connection_cuts_one_handshake_not_a_re
             process.send_signal(signal.SIGKILL)
             process.wait(10)
             wait_until(lambda: failures(client), 10, "the handshake to be cut")
-            assert failures(client) == ["NO_DETAIL ECONNRESET"] and client.stats.handshakes_refused == 0
+            assert failures(client) in (["NO_DETAIL ECONNRESET"], ["NO_DETAIL EPIPE"])
+            assert client.stats.handshakes_refused == 0
             # ZeroMQ tries again (nothing listens now: no handshake at all) until a server is back there
             with Server(f"tcp://127.0.0.1:{port}", keys=keys,
                         authenticator=Authenticator({alice.public: "alice"})) as restarted:

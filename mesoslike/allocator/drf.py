@@ -29,7 +29,7 @@ from operator import itemgetter
 from sortedcontainers import SortedList
 
 from mesoslike.allocator.millis import add_millis
-from mesoslike.allocator.sorter import Sorter, register_sorter
+from mesoslike.allocator.sorter import Sorter
 from mesoslike.resources import Resources
 
 __all__ = ["DRFSorter", "SorterNode"]
@@ -489,6 +489,3 @@ class DRFSorter(Sorter):
 
     def __len__(self) -> int:
         return len(self._leaves)
-
-
-register_sorter("drf", DRFSorter)

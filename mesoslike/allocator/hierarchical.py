@@ -38,13 +38,11 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 import mesoslike.allocator.blockers as why
 from mesoslike.allocator.agents import Agent, AgentBook
 from mesoslike.allocator.blockers import OfferBlocker, ordinal
-from mesoslike.allocator.drf import DRFSorter  # noqa: F401  (registers "drf")
 from mesoslike.allocator.filters import MAX_REFUSE_SECONDS, FilterStore, refused_any
 from mesoslike.allocator.millis import Millis, positive_gap
 from mesoslike.allocator.offer_book import OfferBook
 from mesoslike.allocator.offers import AllocatorStatistics, Offer, Rescind, RescindReason
 from mesoslike.allocator.quota import QuotaAmount, QuotaBook
-from mesoslike.allocator.random_sorter import RandomSorter  # noqa: F401  (registers "random")
 from mesoslike.allocator.role_tree import RoleTree
 from mesoslike.allocator.roles import DEFAULT_ROLE, validate_role
 from mesoslike.allocator.shuffle import shuffle

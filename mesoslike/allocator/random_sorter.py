@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Iterator
 
 from mesoslike.allocator.drf import DRFSorter, SorterNode
-from mesoslike.allocator.sorter import register_sorter
 
 __all__ = ["RandomSorter"]
 
@@ -42,6 +41,3 @@ class RandomSorter(DRFSorter):
                 yield child.client
             else:
                 yield from self._shuffled_walk(child)
-
-
-register_sorter("random", RandomSorter)

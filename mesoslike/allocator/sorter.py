@@ -13,6 +13,7 @@ applies to its whole subtree); a flat sorter treats names as opaque.
 from __future__ import annotations
 
 import abc
+import importlib
 import random
 from typing import Callable, Iterator, Sequence
 
@@ -136,10 +137,18 @@ SorterFactory = Callable[..., Sorter]
 _REGISTRY: dict[str, SorterFactory] = {}
 
 
+#: the bundled policies: name -> (module, factory's name), imported when first built (their modules are
+#: the master's and the simulator's, not every peer's: a framework's message types import the allocator's
+#: offer model, and the package's names load on first use). A name registered again overrides its entry.
+_BUNDLED: dict[str, tuple[str, str]] = {"drf": ("mesoslike.allocator.drf", "DRFSorter"),
+                                        "random": ("mesoslike.allocator.random_sorter", "RandomSorter")}
+
+
 def register_sorter(name: str, factory: SorterFactory) -> None:
     """Make a policy available by name to ``HierarchicalAllocator(sorter=name)``.
 
-    ``factory(hierarchical: bool, rng: random.Random) -> Sorter``.
+    ``factory(hierarchical: bool, rng: random.Random) -> Sorter``. A
+    bundled name (``drf``, ``random``) registered again is overridden.
     """
     if not name or not isinstance(name, str):
         raise ValueError(f"sorter name must be a non-empty string, got {name!r}")
@@ -147,13 +156,16 @@ def register_sorter(name: str, factory: SorterFactory) -> None:
 
 
 def sorter_names() -> list[str]:
-    """Names of the registered policies."""
-    return sorted(_REGISTRY)
+    """Names of the registered policies (the bundled ones among them)."""
+    return sorted(_REGISTRY.keys() | _BUNDLED.keys())
 
 
 def make_sorter(name: str, *, hierarchical: bool = True, rng: random.Random | None = None) -> Sorter:
     """Build a registered sorter by name; an unknown name raises ``ValueError``
     listing the known ones."""
+    if name not in _REGISTRY and name in _BUNDLED:
+        module, factory_name = _BUNDLED[name]
+        _REGISTRY[name] = getattr(importlib.import_module(module), factory_name)
     try:
         factory = _REGISTRY[name]
     except KeyError:
