@@ -46,6 +46,11 @@ BUNDLED_HELP = [["fuxi", "serve"], ["fuxi", "submit"], ["fuxi", "status"], ["run
                 ["app", "deploy"], ["deployment", "list"]]
 
 
+def probed(probe: str) -> list[str]:
+    """The lines a fresh interpreter prints running ``probe`` in the checkout."""
+    return run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+
+
 def test_the_bundled_frameworks_are_declared_as_entry_points():
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
@@ -64,7 +69,7 @@ def test_a_command_imports_only_what_it_uses():
              "'mesoslike_frameworks.services', 'mesoslike.master', 'mesoslike.sim', 'mesoslike.wire', "
              "'mesoslike.driver', 'zmq', 'msgspec', 'msgpack'))))\n"
              "print('mesoslike_frameworks.command_cli' in sys.modules)")
-    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    out = probed(probe)
     assert out[-2:] == ["[]", "True"], out
 
 
@@ -75,7 +80,7 @@ def test_the_agent_command_does_not_load_the_master_core():
              "try:\n    main(['agent', '--help'])\nexcept SystemExit:\n    pass\n"
              "print(sorted(m for m in sys.modules if m in ('mesoslike.master.core', 'mesoslike.master.runtime', "
              "'mesoslike.master.offers', 'mesoslike.allocator.hierarchical')))")
-    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    out = probed(probe)
     assert out[-1] == "[]", out
 
 
@@ -85,7 +90,7 @@ def test_a_built_in_command_does_not_look_up_plugins():
              "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
              "print(sorted(m for m in sys.modules if m.startswith(('mesoslike.plugins', 'importlib.metadata', "
              "'mesoslike.wire'))))")
-    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    out = probed(probe)
     assert out[-1] == "[]", out
 
 
@@ -165,7 +170,7 @@ def test_a_framework_does_not_load_the_allocators_policies():
     # package's other names — its sorters and the allocator itself, the master's — load on first use
     probe = ("import sys\nimport mesoslike.driver.driver, mesoslike_frameworks.command\n"
              "print(sorted(m for m in sys.modules if m.startswith('mesoslike.allocator.')))")
-    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    out = probed(probe)
     assert out[-1] == "['mesoslike.allocator.offers']", out
 
 
@@ -175,7 +180,7 @@ def test_the_bundled_sorters_are_registered_on_first_use_and_can_be_overridden()
              "class Mine(DRFSorter): pass\n"
              "register_sorter('drf', Mine)\n"
              "print(type(make_sorter('drf')).__name__, sorter_names())")
-    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    out = probed(probe)
     assert out[-2:] == ["['drf', 'random']", "Mine ['drf', 'random']"], out
     # registered before anything loaded the bundled policies: the user's still wins
     probe = ("import sys\nfrom mesoslike.allocator.sorter import register_sorter, make_sorter, sorter_names\n"
@@ -183,5 +188,5 @@ def test_the_bundled_sorters_are_registered_on_first_use_and_can_be_overridden()
              "register_sorter('drf', lambda hierarchical, rng: 'mine')\n"
              "import mesoslike.allocator.drf\n"   # (its import registers nothing over the user's)
              "print(make_sorter('drf'), sorter_names())")
-    out = run([sys.executable, "-c", probe], cwd=ROOT).stdout.splitlines()
+    out = probed(probe)
     assert out[-2:] == ["False", "mine ['drf', 'random']"], out
