@@ -174,6 +174,13 @@ def test_a_framework_does_not_load_the_allocators_policies():
     assert out[-1] == "['mesoslike.allocator.offers']", out
 
 
+def test_every_public_name_of_the_allocator_loads_on_first_use():
+    import mesoslike.allocator as allocator
+
+    assert set(allocator.__all__) == allocator._LAZY.keys()
+    assert all(getattr(allocator, name) is not None for name in allocator.__all__)
+
+
 def test_the_bundled_sorters_are_registered_on_first_use_and_can_be_overridden():
     probe = ("from mesoslike.allocator import register_sorter, sorter_names, make_sorter, DRFSorter\n"
              "print(sorter_names())\n"

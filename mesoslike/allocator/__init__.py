@@ -2,7 +2,11 @@
 
 from typing import TYPE_CHECKING
 
-__all__ = ["Sorter", "DRFSorter", "RandomSorter", "make_sorter", "register_sorter", "sorter_names"]
+__all__ = [
+    "Sorter", "DRFSorter", "RandomSorter", "make_sorter", "register_sorter", "sorter_names",
+    "HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE",
+    "AllocatorStatistics", "OfferBlocker", "Offer", "Rescind", "RescindReason", "DEFAULT_ROLE", "validate_role",
+]
 
 if TYPE_CHECKING:   # the names __getattr__ below loads on first use, for type checkers
     from mesoslike.allocator.drf import DRFSorter
@@ -26,12 +30,6 @@ _LAZY = {"Sorter": "mesoslike.allocator.sorter", "make_sorter": "mesoslike.alloc
          "Rescind": "mesoslike.allocator.offers", "RescindReason": "mesoslike.allocator.offers",
          "OfferBlocker": "mesoslike.allocator.blockers", "DEFAULT_ROLE": "mesoslike.allocator.roles",
          "validate_role": "mesoslike.allocator.roles"}
-
-__all__ += [
-    "HierarchicalAllocator", "parse_min_allocatable", "DEFAULT_MIN_ALLOCATABLE",
-    "AllocatorStatistics", "OfferBlocker", "Offer", "Rescind", "RescindReason", "DEFAULT_ROLE", "validate_role",
-]
-
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
