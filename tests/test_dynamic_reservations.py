@@ -8,7 +8,6 @@ The first master tests are Apache Mesos's cases, ported
 ``reservation_tests.cpp``: an unauthorized unreserve and a reserve of more
 than offered are refused). Fake clock, peers are byte strings."""
 
-import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -462,7 +461,7 @@ def test_a_framework_reserves_with_labels_and_unreserves_them_as_offered():
     for operations, fragment in (([Reserve("cpus:1", labels={"team": "m l"})], "cannot be part of a kind"),
                                  ([Unreserve("cpus(analytics,alice):1")], "only a RESERVE carries labels")):
         if fragment.startswith("only"):
-            operations = [attrs.evolve(operations[0], labels={"team": "ml"})]
+            operations = [operations[0].replace(labels={"team": "ml"})]
         (error,) = only(h.accept(alice, h.offer(), *operations), m.Error)
         assert fragment in error.message, error.message
 

@@ -13,7 +13,6 @@ import threading
 from collections import deque
 from pathlib import Path
 
-import attrs
 import pytest
 
 from agent_helpers import agent_state, kill_9, start_agent
@@ -561,15 +560,15 @@ def test_core_a_framework_runs_a_bounded_number_of_executors_on_an_agent():
     fw = FrameworkInfo("f", id="fw-1")
     idle = ExecutorInfo("e", EXECUTOR.command)   # no resources of its own: only the bound stops them
     for i in range(MAX_EXECUTORS_PER_FRAMEWORK):
-        out = core.on_message(m.RunTask(fw, executor_task(f"t{i}", attrs.evolve(idle, executor_id=f"e{i}"))))
+        out = core.on_message(m.RunTask(fw, executor_task(f"t{i}", idle.replace(executor_id=f"e{i}"))))
         assert [c for c in out if isinstance(c, LaunchTask)]
-    out = core.on_message(m.RunTask(fw, executor_task("over", attrs.evolve(idle, executor_id="e-over"))))
+    out = core.on_message(m.RunTask(fw, executor_task("over", idle.replace(executor_id="e-over"))))
     assert not [c for c in out if isinstance(c, LaunchTask)]
     refused = core.pending_updates("fw-1", "over")[-1]
     assert refused.state == TaskState.ERROR and f"already runs {MAX_EXECUTORS_PER_FRAMEWORK}" in refused.message
     assert [c.message for c in out if isinstance(c, SendToMaster) and isinstance(c.message, m.ExecutorExited)]
     # an executor already running still takes tasks; another framework has its own bound
-    core.on_message(m.RunTask(fw, executor_task("more", attrs.evolve(idle, executor_id="e0"))))
+    core.on_message(m.RunTask(fw, executor_task("more", idle.replace(executor_id="e0"))))
     assert {t.task_id: t.state for t in core.tasks()}["more"] == TaskState.STAGING
     other = FrameworkInfo("g", id="fw-2")
     assert [c for c in core.on_message(m.RunTask(other, executor_task("g1", idle))) if isinstance(c, LaunchTask)]

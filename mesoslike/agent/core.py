@@ -568,7 +568,7 @@ class AgentCore:
                 if bare is None or bare.ip_address != self.ip_address:
                     bare = self._bare_container = ContainerStatus(ip_address=self.ip_address)
                 return bare
-            return attrs.evolve(container, ip_address=self.ip_address)
+            return msgspec.structs.replace(container, ip_address=self.ip_address)
         return container
 
     def _addressed_container(self, task: _Task) -> ContainerStatus | None:
@@ -1181,7 +1181,7 @@ class AgentCore:
         task = self._tasks.get((msg.framework_id, msg.task_id))
         if msg.executor_id and msg.task_id == msg.executor_id and task is not None and task.info.executor is None \
                 and self._executors.get(msg.framework_id, msg.executor_id) is None:
-            msg = attrs.evolve(msg, executor_id="")   # a v1 MESSAGE to a command task's executor: its task's id
+            msg = msgspec.structs.replace(msg, executor_id="")   # a v1 MESSAGE to a command task's executor: its task's id
         if msg.executor_id or (task is not None and task.info.executor is not None):
             executor_id = msg.executor_id or (task.info.executor.executor_id  # type: ignore[union-attr]
                                               if task is not None else "")

@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Union
 
 import attrs
+import msgspec
 from msgspec.json import encode as _encode_json
 
 from mesoslike.agent import supervisor as sup
@@ -629,7 +630,7 @@ class TaskExecutor:
                 except (OSError, ValueError) as exc:  # the task ended while we read
                     log.debug("usage of %s/%s unavailable: %s", key[0], key[1], exc)
                     continue
-                out.append(attrs.evolve(measured, framework_id=key[0], task_id=key[1]))
+                out.append(msgspec.structs.replace(measured, framework_id=key[0], task_id=key[1]))
         return out
 
     # --------------------------------------------------------------- launch
@@ -1032,13 +1033,13 @@ class TaskExecutor:
                   "grace_period": task.kill_grace_period, "recovery_timeout": self.recovery_timeout,
                   "agent_pid_file": str(self.agent_pid_file), "container": container.to_json(),
                   "user": task.user if self.switch_user else "",
-                  "health_check": attrs.asdict(task.health_check) if task.health_check is not None else None,
+                  "health_check": msgspec.to_builtins(task.health_check) if task.health_check is not None else None,
                   # where its secret files go (never what they hold): the supervisor removes them at the end,
                   # /files serves none of them
                   "secret_files": [path for path, _, _ in secrets.files],
                   # whether there is a secrets.json to take (a supervisor of before this key looks for it)
                   "secrets": bool(secrets),
-                  "uris": [attrs.asdict(uri) for uri in task.uris],
+                  "uris": [msgspec.structs.asdict(uri) for uri in task.uris],
                   "fetcher": {"cache_dir": self._fetcher_cache_dir,
                               "cache_size": self.fetcher.cache_size, "timeout": self.fetcher.timeout,
                               "max_size": self.fetcher.max_size},

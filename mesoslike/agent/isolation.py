@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Iterator
 
 import attrs
+import msgspec
 
 from mesoslike.agent.supervisor import cgroup_pids as _cgroup_pids
 from mesoslike.agent.supervisor import flat_keyed as _flat_keyed
@@ -749,7 +750,7 @@ class PosixIsolator(Isolator):
 
 
 def _limited(usage: TaskUsage, container: Container, enforced: bool) -> TaskUsage:
-    return attrs.evolve(usage, cpus_limit=container.cpus, mem_limit_bytes=container.mem_bytes, enforced=enforced)
+    return msgspec.structs.replace(usage, cpus_limit=container.cpus, mem_limit_bytes=container.mem_bytes, enforced=enforced)
 
 
 def _shares_to_weight(shares: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-import attrs
+import msgspec
 
 from mesoslike.acl import Refused
 from mesoslike.errors import MesoslikeError
@@ -279,7 +279,7 @@ class UpdateDelivery:
             if record is not None and record.connected:
                 # the agent is the one its connection says, whatever the message claims
                 context.out.send_framework(record, msg if msg.agent_id == agent.id
-                                           else attrs.evolve(msg, agent_id=agent.id))
+                                           else msgspec.structs.replace(msg, agent_id=agent.id))
             return
         record = context.framework_for(peer, msg.framework_id)
         if record is None:

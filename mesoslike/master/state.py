@@ -11,6 +11,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Mapping
 
 import attrs
+import msgspec
 
 from mesoslike import __version__
 from mesoslike.allocator import AllocatorStatistics
@@ -203,7 +204,7 @@ def _task_json(line: TaskLine, hostnames: dict[str, str], usage: dict | None = N
         "healthy": status.healthy,
         # its container on its agent, from its latest update (Mesos's statuses[].container_status):
         # the isolators it got (docs/containers.rst); None: not known (e.g. after a master failover)
-        "container_status": attrs.asdict(status.container_status) if status.container_status else None,
+        "container_status": msgspec.structs.asdict(status.container_status) if status.container_status else None,
     }
 
 

@@ -1,14 +1,11 @@
 """The master protocol's messages no scheduler sends or receives: agent <->
 master (REGISTER_AGENT, AGENT_REGISTERED, PING / PONG, CHECKPOINT_RESOURCES,
 SHUTDOWN_AGENT, UNREGISTER_AGENT, EXECUTOR_EXITED, SHUTDOWN_FRAMEWORK) and the
-operator's state (GET_STATE, STATE) — the attrs classes among them, and
-AGENT_REGISTERED, a ``msgspec.Struct`` (every agent gets one after a
-failover); the agent's per-task messages are ``msgspec.Struct`` types, cheap
-to make, and stay in :mod:`mesoslike.wire.messages`.
+operator's state (GET_STATE, STATE), frozen ``msgspec.Struct`` types as the
+rest; the agent's per-task messages stay in :mod:`mesoslike.wire.messages`.
 
 Part of :data:`mesoslike.wire.messages.SCHEMA` and importable from
-:mod:`mesoslike.wire.messages` by name, as the rest, but made (attrs
-generating and compiling each class's methods, ~0.3 ms a class) when a
+:mod:`mesoslike.wire.messages` by name, as the rest, but made when a
 process first needs one: it names one, or its codec meets a type it does not
 know yet, or the schema's types are listed. A ``mesoslike run`` client makes
 none of them.
@@ -18,7 +15,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import attrs
 import msgspec
 
 from mesoslike.resources import Resources
@@ -30,8 +26,7 @@ __all__ = ["RegisterAgent", "AgentRegistered", "Ping", "TaskUsage", "Pong", "Che
 
 
 @message
-@attrs.frozen
-class RegisterAgent:
+class RegisterAgent(msgspec.Struct, frozen=True):
     """An agent's first registration. ``http_address``: where its HTTP
     endpoints (sandbox files, usage) answer, "" if it serves none."""
 
@@ -65,8 +60,7 @@ class AgentRegistered(msgspec.Struct, frozen=True, gc=False):
 
 
 @message
-@attrs.frozen
-class Ping:
+class Ping(msgspec.Struct, frozen=True):
     """Master -> agent liveness. ``connected`` false: the master does not
     know this agent on this connection (it restarted or leads with a fresh
     state): the agent must re-register now (Mesos's ``PingSlaveMessage``)."""
@@ -76,8 +70,7 @@ class Ping:
     connected: bool = True
 
 
-@attrs.frozen
-class TaskUsage:
+class TaskUsage(msgspec.Struct, frozen=True):
     """What one task uses, as its agent measured it (a part of PONG, and the
     agent's ``/monitor/statistics``; Mesos's ``ResourceStatistics`` names).
     Limits of 0 mean none; ``enforced`` says whether they are (cgroups)."""
@@ -100,22 +93,20 @@ class TaskUsage:
     def statistics(self) -> dict:
         """Everything but the ids, by name (as ``/monitor/statistics`` and
         the master's ``/state`` show it)."""
-        return {name: value for name, value in attrs.asdict(self).items() if name not in ("framework_id", "task_id")}
+        return {name: getattr(self, name) for name in self.__struct_fields__ if name not in ("framework_id", "task_id")}
 
 
 @message
-@attrs.frozen
-class Pong:
+class Pong(msgspec.Struct, frozen=True):
     """The answer to PING, with the agent's latest measurement of its tasks."""
 
     TYPE: ClassVar[str] = "PONG"
     agent_id: str
-    usage: list[TaskUsage] = attrs.field(factory=list)
+    usage: list[TaskUsage] = msgspec.field(default_factory=list)
 
 
 @message
-@attrs.frozen
-class CheckpointResources:
+class CheckpointResources(msgspec.Struct, frozen=True):
     """Master -> agent: the agent's dynamic reservations are now
     ``reservations`` (all of them, ``cpus(role,principal):N`` kinds; Mesos's
     CHECKPOINT_RESOURCES). The agent checkpoints them and re-registers with
@@ -127,8 +118,7 @@ class CheckpointResources:
 
 
 @message
-@attrs.frozen
-class ShutdownAgent:
+class ShutdownAgent(msgspec.Struct, frozen=True):
     """The master removed the agent: it must kill its tasks and stop (or
     register anew)."""
 
@@ -137,8 +127,7 @@ class ShutdownAgent:
 
 
 @message
-@attrs.frozen
-class UnregisterAgent:
+class UnregisterAgent(msgspec.Struct, frozen=True):
     """Agent -> master: the agent is leaving for good (it was drained, its
     tasks killed): remove it now instead of after the ping timeouts."""
 
@@ -148,8 +137,7 @@ class UnregisterAgent:
 
 
 @message
-@attrs.frozen
-class ExecutorExited:
+class ExecutorExited(msgspec.Struct, frozen=True):
     """Agent -> master: the process of a custom executor ended; its
     resources are free again (Mesos's ``ExitedExecutorMessage``). Best
     effort: a master that misses it learns it from the agent's next
@@ -165,8 +153,7 @@ class ExecutorExited:
 
 
 @message
-@attrs.frozen
-class ShutdownFramework:
+class ShutdownFramework(msgspec.Struct, frozen=True):
     """Kill every task of a framework (it was torn down)."""
 
     TYPE: ClassVar[str] = "SHUTDOWN_FRAMEWORK"
@@ -174,16 +161,14 @@ class ShutdownFramework:
 
 
 @message
-@attrs.frozen
-class GetState:
+class GetState(msgspec.Struct, frozen=True):
     """Ask a master for its state document (``mesoslike state``)."""
 
     TYPE: ClassVar[str] = "GET_STATE"
 
 
 @message
-@attrs.frozen
-class StateReply:
+class StateReply(msgspec.Struct, frozen=True):
     """The master's state document, as JSON text (the same as ``/state``)."""
 
     TYPE: ClassVar[str] = "STATE"

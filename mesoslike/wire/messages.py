@@ -18,10 +18,10 @@ Three conversations share one schema:
   messages above in one frame, each checked as if it came alone; a peer sends
   them only to a peer that said it accepts them (``accepts_batches``).
 
-Each message is an immutable attrs class — or, for the messages every task
-sends several of, a frozen ``msgspec.Struct`` (``_Hot``; REREGISTER_AGENT and
-its entries too: a new leader decodes one from every agent) — with a unique
-``TYPE``, registered in :data:`SCHEMA`; the codec (:mod:`mesoslike.wire.codec`) turns it into
+Each message is a frozen ``msgspec.Struct`` (built, encoded and decoded in
+C) with a unique ``TYPE``, registered in :data:`SCHEMA` — those every task
+sends several of (``_Hot``), REREGISTER_AGENT and its entries (a new leader
+decodes one from every agent) kept out of the collector's passes too; the codec (:mod:`mesoslike.wire.codec`) turns it into
 ``{"v": 1, "type": TYPE, ...fields}`` and back, checking every field's type.
 """
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import attrs
 import msgspec
 
 from mesoslike.wire import master_schema
@@ -53,6 +52,12 @@ MAX_BATCH = 1000
 MAX_SUPPRESSED_ROLES = 16
 
 
+def _check_length(items: list[Any], name: str, most: int) -> None:
+    """At most ``most`` items (the words of attrs's ``max_len``, which checked it before)."""
+    if len(items) > most:
+        raise ValueError(f"Length of {name!r} must be <= {most}: {len(items)}")
+
+
 def _check_batch(items: list[Any], name: str) -> None:
     """A batch's items: 1 to MAX_BATCH (checked when a batch is built, so when
     one is decoded: the codec names the field of an empty or longer one)."""
@@ -63,16 +68,17 @@ def _check_batch(items: list[Any], name: str) -> None:
 
 class _Hot(msgspec.Struct, frozen=True, gc=False):
     """The base of the messages every task sends several of (RUN_TASK,
-    STATUS_UPDATE and its acknowledgements, UPDATE, their batches): frozen
-    ``msgspec.Struct`` types — built, encoded and decoded in C, and out of
-    the collector's passes (they hold no cycles) — where the rest are attrs
-    classes. The codec treats both alike (:mod:`mesoslike.wire.schema`)."""
+    STATUS_UPDATE and its acknowledgements, UPDATE, their batches): out of
+    the collector's passes (``gc=False``: they hold no cycles). The rest
+    are tracked as any object is, as the attrs classes they were: an object
+    out of the collector's passes does not count towards its next
+    collection, which changes when other garbage goes — kept to where it
+    was measured."""
 
 
 # ------------------------------------------------------- scheduler -> master
 @message
-@attrs.frozen
-class Subscribe:
+class Subscribe(msgspec.Struct, frozen=True):
     """First message of a framework, and its re-subscription (with its id).
     ``accepts_batches``: the driver takes UPDATES (several updates a frame).
     ``suppressed_roles``: the framework's roles it wants no offers for, as
@@ -85,20 +91,20 @@ class Subscribe:
     framework: FrameworkInfo
     force: bool = False
     accepts_batches: bool = False
-    suppressed_roles: list[str] = attrs.field(factory=list,
-                                              validator=attrs.validators.max_len(MAX_SUPPRESSED_ROLES))
+    suppressed_roles: list[str] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _check_length(self.suppressed_roles, "suppressed_roles", MAX_SUPPRESSED_ROLES)
 
 
 @message
-@attrs.frozen
-class Teardown:
+class Teardown(msgspec.Struct, frozen=True):
     TYPE: ClassVar[str] = "TEARDOWN"
     framework_id: str
 
 
 @message
-@attrs.frozen
-class Accept:
+class Accept(msgspec.Struct, frozen=True):
     """Apply ``operations`` in order to the offers (all on one agent), then
     launch ``tasks`` (a last LAUNCH); the unused rest is declined with
     ``filters``. An invalid RESERVE or UNRESERVE refuses the whole accept
@@ -109,12 +115,14 @@ class Accept:
     offer_ids: list[str]
     tasks: list[TaskInfo]
     filters: Filters = Filters()
-    operations: list[Operation] = attrs.field(factory=list, validator=attrs.validators.max_len(MAX_OPERATIONS))
+    operations: list[Operation] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _check_length(self.operations, "operations", MAX_OPERATIONS)
 
 
 @message
-@attrs.frozen
-class Decline:
+class Decline(msgspec.Struct, frozen=True):
     TYPE: ClassVar[str] = "DECLINE"
     framework_id: str
     offer_ids: list[str]
@@ -122,22 +130,19 @@ class Decline:
 
 
 @message
-@attrs.frozen
-class Revive:
+class Revive(msgspec.Struct, frozen=True):
     TYPE: ClassVar[str] = "REVIVE"
     framework_id: str
 
 
 @message
-@attrs.frozen
-class Suppress:
+class Suppress(msgspec.Struct, frozen=True):
     TYPE: ClassVar[str] = "SUPPRESS"
     framework_id: str
 
 
 @message
-@attrs.frozen
-class Kill:
+class Kill(msgspec.Struct, frozen=True):
     TYPE: ClassVar[str] = "KILL"
     framework_id: str
     task_id: str
@@ -153,8 +158,7 @@ class Acknowledge(_Hot, frozen=True, gc=False):
     uuid: str
 
 
-@attrs.frozen
-class ReconcileTask:
+class ReconcileTask(msgspec.Struct, frozen=True):
     """One task to reconcile (a part of RECONCILE, not a message of its own)."""
 
     task_id: str
@@ -162,19 +166,17 @@ class ReconcileTask:
 
 
 @message
-@attrs.frozen
-class Reconcile:
+class Reconcile(msgspec.Struct, frozen=True):
     """Ask for the latest state of ``tasks``; empty = every non-terminal task
     of the framework (implicit reconciliation)."""
 
     TYPE: ClassVar[str] = "RECONCILE"
     framework_id: str
-    tasks: list[ReconcileTask] = attrs.field(factory=list)
+    tasks: list[ReconcileTask] = msgspec.field(default_factory=list)
 
 
 @message
-@attrs.frozen
-class FrameworkMessage:
+class FrameworkMessage(msgspec.Struct, frozen=True):
     """Opaque data between a framework and an agent (both directions).
     Scheduler -> agent: for the custom executor ``executor_id`` (its
     ``framework_message`` callback), else for the running task ``task_id``
@@ -192,8 +194,7 @@ class FrameworkMessage:
 
 
 @message
-@attrs.frozen
-class ShutdownExecutor:
+class ShutdownExecutor(msgspec.Struct, frozen=True):
     """Scheduler -> master -> agent: end the custom executor ``executor_id``
     of the framework on ``agent_id`` (Mesos's SHUTDOWN call): it is asked to
     shut down and killed after its grace period; its tasks end with it."""
@@ -205,8 +206,7 @@ class ShutdownExecutor:
 
 
 @message
-@attrs.frozen
-class UpdateFramework:
+class UpdateFramework(msgspec.Struct, frozen=True):
     """A subscribed framework changes its ``FrameworkInfo`` (Mesos's
     UPDATE_FRAMEWORK): its name, failover timeout, labels, web UI, host
     name and partition awareness; not its id, role, user or principal."""
@@ -217,8 +217,7 @@ class UpdateFramework:
 
 # ------------------------------------------------------- master -> scheduler
 @message
-@attrs.frozen
-class Subscribed:
+class Subscribed(msgspec.Struct, frozen=True):
     """``accepts_batches``: the master takes ACKNOWLEDGEMENTS."""
 
     TYPE: ClassVar[str] = "SUBSCRIBED"
@@ -230,15 +229,13 @@ class Subscribed:
 
 
 @message
-@attrs.frozen
-class Offers:
+class Offers(msgspec.Struct, frozen=True):
     TYPE: ClassVar[str] = "OFFERS"
     offers: list[Offer]
 
 
 @message
-@attrs.frozen
-class RescindOffer:
+class RescindOffer(msgspec.Struct, frozen=True):
     TYPE: ClassVar[str] = "RESCIND"
     offer_id: str
     reason: str = ""
@@ -251,8 +248,7 @@ class Update(_Hot, frozen=True, gc=False):
 
 
 @message
-@attrs.frozen
-class Failure:
+class Failure(msgspec.Struct, frozen=True):
     """An agent was lost (``agent_id``), or — with ``executor_id`` — a
     custom executor of the framework on it ended (Mesos's FAILURE event;
     ``status``: its process's exit code, or minus the signal that ended it,
@@ -266,8 +262,7 @@ class Failure:
 
 
 @message
-@attrs.frozen
-class Error:
+class Error(msgspec.Struct, frozen=True):
     """A request was refused, or the peer is in a state it cannot leave (for
     a framework: torn down). ``fatal`` errors end the conversation."""
 
@@ -280,8 +275,7 @@ class Error:
 
 
 @message
-@attrs.frozen
-class Heartbeat:
+class Heartbeat(msgspec.Struct, frozen=True):
     TYPE: ClassVar[str] = "HEARTBEAT"
 
 
@@ -380,8 +374,7 @@ class StatusUpdateAck(_Hot, frozen=True, gc=False):
 
 
 @message
-@attrs.frozen
-class PreemptionWarning:
+class PreemptionWarning(msgspec.Struct, frozen=True):
     """Master -> framework: these tasks will be killed in ``seconds`` to give
     their resources to ``role``, which is starved (fair-share preemption,
     docs/preemption.rst). Killing or finishing them sooner releases the
@@ -454,8 +447,8 @@ class RunTasks(_Hot, frozen=True, gc=False):
 
 
 # ------------------------------------------------- agent <-> master, operator tools
-#: the attrs classes of the agent's and the operator's messages, which no
-#: scheduler uses: made when first needed (mesoslike.wire.cluster_messages)
+#: the agent's and the operator's messages, which no scheduler uses: made when first needed
+#: (mesoslike.wire.cluster_messages)
 _CLUSTER_MESSAGES = ("RegisterAgent", "AgentRegistered", "Ping", "TaskUsage", "Pong", "CheckpointResources",
                      "ShutdownAgent", "UnregisterAgent", "ExecutorExited", "ShutdownFramework", "GetState",
                      "StateReply")

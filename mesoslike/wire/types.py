@@ -1,22 +1,25 @@
 """Public value types of the framework API (docs/framework-api.rst), shared by the wire
 protocol, the master, the agents and the scheduler driver.
 
-All are immutable attrs classes; field types are checked when a message is
-decoded (see :mod:`mesoslike.wire.codec`), so a value that arrives over the
-wire has the declared types.
+All are frozen ``msgspec.Struct`` types (built, encoded and decoded in C);
+field types are checked when a message is decoded (see
+:mod:`mesoslike.wire.codec`), so a value that arrives over the wire has the
+declared types, and each checks its values in ``__post_init__`` (or, a
+:class:`ConvertedWhenMade` one, ``_convert``) whether a caller makes it or
+the codec decodes it. ``msgspec.structs.replace`` copies one with changes
+without checking them: the classes whose fields need converting have a
+``replace`` that does.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
-import attrs
 import msgspec
 
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
 from mesoslike.attributes import check_attributes
 from mesoslike.resources import Resources
-from mesoslike.wire.schema import normalizer
 
 __all__ = [
     "TaskState", "TERMINAL_STATES", "FrameworkInfo", "TaskInfo", "TaskStatus", "Filters", "Offer",
@@ -137,7 +140,6 @@ def _frozen_dict(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
 
 
-normalizer(_frozen_dict)   # (a decoded map is a fresh dict already; not a decorator: mypy's attrs plugin)
 
 
 # ------------------------------------------------------------------ labels
@@ -149,25 +151,24 @@ MAX_LABEL_KEY = 128
 MAX_LABEL_VALUE = 512
 
 
-def _label_text(limit: int) -> Callable[[object, "attrs.Attribute[str]", str], None]:
-    def check(instance: object, field: attrs.Attribute[str], value: str) -> None:
-        if len(value) > limit:
-            raise ValueError(f"a label's {field.name} of {len(value)} characters is longer than {limit}")
-        if any(ord(c) < 32 or ord(c) == 127 for c in value):
-            raise ValueError(f"a label's {field.name} {value[:40]!r} holds a control character")
-    return check
+def _check_label_text(value: str, name: str, limit: int) -> None:
+    if len(value) > limit:
+        raise ValueError(f"a label's {name} of {len(value)} characters is longer than {limit}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"a label's {name} {value[:40]!r} holds a control character")
 
 
-@attrs.frozen
-class Label:
+class Label(msgspec.Struct, frozen=True):
     """One key/value pair of a task's, a framework's or a status's
     ``labels`` (Mesos's ``Label``): free-form metadata the cluster carries
     and shows (``/state``) but never interprets. Keys may repeat, as in Mesos."""
 
-    key: str = attrs.field(validator=_label_text(MAX_LABEL_KEY))
-    value: str = attrs.field(default="", validator=_label_text(MAX_LABEL_VALUE))
+    key: str
+    value: str = ""
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
+        _check_label_text(self.key, "key", MAX_LABEL_KEY)
+        _check_label_text(self.value, "value", MAX_LABEL_VALUE)
         if not self.key:
             raise ValueError("a label's key is empty")
 
@@ -188,12 +189,6 @@ def _label_list(value: object) -> list[Label]:
     if len(labels) > MAX_LABELS:
         raise ValueError(f"{len(labels)} labels are more than {MAX_LABELS}")
     return labels
-
-
-def labels_field() -> list[Label]:
-    """An attrs field of labels: a list of :class:`Label` (pairs and a map
-    are converted), at most :data:`MAX_LABELS`."""
-    return attrs.field(factory=list, converter=_label_list)
 
 
 class FrameworkInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMade):
@@ -282,8 +277,7 @@ def _printable(text: str) -> bool:
     return text.isprintable() and not any(c.isspace() for c in text)
 
 
-@attrs.frozen
-class HTTPCheck:
+class HTTPCheck(msgspec.Struct, frozen=True):
     """An HTTP health check: ``GET {scheme}://127.0.0.1:{port}{path}``
     succeeds with a status among ``statuses`` (default 200-399, as Mesos).
     ``https`` does not verify the certificate (Mesos neither)."""
@@ -291,9 +285,9 @@ class HTTPCheck:
     port: int
     path: str = "/"
     scheme: str = "http"
-    statuses: list[int] = attrs.field(factory=list)
+    statuses: list[int] = msgspec.field(default_factory=list)
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         _check_port(self.port, "http")
         _problem(self.scheme in ("http", "https"), f"http.scheme must be 'http' or 'https', got {self.scheme!r}")
         _problem(isinstance(self.path, str) and self.path.startswith("/") and len(self.path) <= _MAX_PATH
@@ -304,18 +298,16 @@ class HTTPCheck:
                  "http.statuses must be at most 100 HTTP status codes in [100, 599]")
 
 
-@attrs.frozen
-class TCPCheck:
+class TCPCheck(msgspec.Struct, frozen=True):
     """A TCP health check: a connection to ``127.0.0.1:{port}`` is accepted."""
 
     port: int
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         _check_port(self.port, "tcp")
 
 
-@attrs.frozen
-class HealthCheck:
+class HealthCheck(msgspec.Struct, frozen=True):
     """Mesos's ``HealthCheck`` (docs/framework-api.rst): a ``COMMAND``
     (``command``, run by ``/bin/sh -c`` as the task's user in its sandbox,
     healthy when it exits 0), ``HTTP`` (``http``) or ``TCP`` (``tcp``)
@@ -340,7 +332,7 @@ class HealthCheck:
     consecutive_failures: int = 3
     grace_period_seconds: float = 10.0
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         kinds = (self.COMMAND, self.HTTP, self.TCP)
         _problem(self.type in kinds, f"health_check.type must be one of {', '.join(kinds)}, got {self.type!r}")
         _problem((self.type == self.COMMAND) == bool(self.command),
@@ -375,8 +367,7 @@ class HealthCheck:
 _URI_SCHEMES = ("file://", "http://", "https://")
 
 
-@attrs.frozen
-class CommandURI:
+class CommandURI(msgspec.Struct, frozen=True):
     """Mesos's ``CommandInfo.URI``: fetched into the task's sandbox before
     it starts (docs/agent.rst, "The fetcher"). ``value``: a ``file://``,
     ``http://`` or ``https://`` URI. ``extract``: unpack a ``.tar.gz``,
@@ -392,7 +383,7 @@ class CommandURI:
     output_file: str = ""
     cache: bool = False
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         _problem(isinstance(self.value, str) and self.value.startswith(_URI_SCHEMES),
                  f"uri.value must be a file://, http:// or https:// URI, got {_preview(self.value)}")
         _problem(len(self.value) <= _MAX_PATH and self.value.isprintable() and " " not in self.value,
@@ -433,8 +424,7 @@ _SECRET_REFERENCE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq
 _ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
-@attrs.frozen
-class SecretReference:
+class SecretReference(msgspec.Struct, frozen=True):
     """Mesos's ``Secret.Reference``: a secret the agent resolves by
     ``name`` (and optional ``key`` within it) from its secrets directory
     (docs/containers.rst, "Secrets"): the value never crosses the wire."""
@@ -442,7 +432,7 @@ class SecretReference:
     name: str
     key: str = ""
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         for what, text, required in (("name", self.name, True), ("key", self.key, False)):
             _problem(isinstance(text, str) and (bool(text) or not required) and len(text) <= 255
                      and set(text) <= _SECRET_REFERENCE_CHARS and ".." not in text.split("/")
@@ -451,8 +441,7 @@ class SecretReference:
                      f"[A-Za-z0-9._-/], relative, without '..', got {_preview(text)}")
 
 
-@attrs.frozen
-class Secret:
+class Secret(msgspec.Struct, frozen=True):
     """Mesos's ``Secret``: ``type`` ``VALUE`` carries the bytes in
     ``value`` (they travel to the agent inside the launch, never shown in
     ``/state``, logs or a repr); ``REFERENCE`` names one the agent holds
@@ -464,10 +453,20 @@ class Secret:
     REFERENCE: ClassVar[str] = "REFERENCE"
 
     type: str
-    value: bytes | None = attrs.field(default=None, repr=lambda value: "..." if value is not None else "None")
+    #: its repr shows "..." for it, never the bytes
+    value: bytes | None = None
     reference: SecretReference | None = None
 
-    def __attrs_post_init__(self) -> None:
+    def __repr__(self) -> str:
+        return (f"Secret(type={self.type!r}, value={'...' if self.value is not None else 'None'}, "
+                f"reference={self.reference!r})")
+
+    def __rich_repr__(self) -> Any:
+        yield "type", self.type
+        yield "value", _Shown("..." if self.value is not None else "None")
+        yield "reference", self.reference
+
+    def __post_init__(self) -> None:
         _problem(self.type in (self.VALUE, self.REFERENCE),
                  f"secret.type must be VALUE or REFERENCE, got {_preview(self.type)}")
         _problem((self.type == self.VALUE) == (self.value is not None),
@@ -513,8 +512,7 @@ def _check_container_path(path: str, what: str) -> None:
              f"{what} must be a path of 1 to {_MAX_PATH} printable characters without '..', got {_preview(path)}")
 
 
-@attrs.frozen
-class Image:
+class Image(msgspec.Struct, frozen=True):
     """Mesos's ``Image`` of type ``DOCKER``: ``name`` is a Docker/OCI
     reference (``busybox``, ``registry:5000/team/app:1.2``,
     ``app@sha256:…``), pulled from the agent's default registry
@@ -527,15 +525,14 @@ class Image:
     type: str = "DOCKER"
     cached: bool = True
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         _problem(self.type == self.DOCKER, f"image.type must be DOCKER, got {_preview(self.type)}")
         _problem(isinstance(self.name, str) and 0 < len(self.name) <= 512 and set(self.name) <= _IMAGE_NAME_CHARS,
                  f"image.name must be a Docker image reference (1 to 512 characters of [a-zA-Z0-9._-/:@+]), "
                  f"got {_preview(self.name)}")
 
 
-@attrs.frozen
-class VolumeSource:
+class VolumeSource(msgspec.Struct, frozen=True):
     """Mesos's ``Volume.Source``: ``SANDBOX_PATH`` (``path`` relative to the
     task's sandbox), ``HOST_PATH`` (``path`` on the agent, allowed only under
     the operator's allow-list), ``SECRET`` (``secret`` written as a file of
@@ -552,7 +549,7 @@ class VolumeSource:
     secret: Secret | None = None
     image: Image | None = None
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         kinds = (self.SANDBOX_PATH, self.HOST_PATH, self.SECRET, self.IMAGE)
         _problem(self.type in kinds, f"volume.source.type must be one of {', '.join(kinds)}, got {_preview(self.type)}")
         _problem((self.type in (self.SANDBOX_PATH, self.HOST_PATH)) == bool(self.path),
@@ -569,8 +566,7 @@ class VolumeSource:
                  "volume.source.image is required for an IMAGE volume, and only for it")
 
 
-@attrs.frozen
-class Volume:
+class Volume(msgspec.Struct, frozen=True):
     """Mesos's ``Volume``: ``source`` seen at ``container_path`` inside the
     container (relative: under the sandbox), ``mode`` ``RW`` or ``RO``."""
 
@@ -578,13 +574,12 @@ class Volume:
     source: VolumeSource
     mode: str = "RW"
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         _check_container_path(self.container_path, "volume.container_path")
         _problem(self.mode in ("RW", "RO"), f"volume.mode must be RW or RO, got {_preview(self.mode)}")
 
 
-@attrs.frozen
-class DockerInfo:
+class DockerInfo(msgspec.Struct, frozen=True):
     """Mesos's ``ContainerInfo.DockerInfo``, run by the agent's own OCI
     runtime (no Docker daemon): ``image``, ``network`` ``HOST`` or
     ``NONE`` (no bridge), ``force_pull_image``."""
@@ -593,7 +588,7 @@ class DockerInfo:
     network: str = "HOST"
     force_pull_image: bool = False
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         Image(self.image)   # the same rules as a MESOS container's image name
         _problem(self.network in ("HOST", "NONE"),
                  f"docker.network must be HOST or NONE (mesoslike has no bridge network), got {_preview(self.network)}")
@@ -605,8 +600,7 @@ def _volume_list(value: list[Volume] | None) -> list[Volume]:
     return volumes
 
 
-@attrs.frozen
-class ContainerInfo:
+class ContainerInfo(msgspec.Struct, frozen=True):
     """Mesos's ``ContainerInfo`` (docs/containers.rst): type ``MESOS`` (the
     agent's containerizer; ``image`` optional: without one the task sees
     the agent's root filesystem) or ``DOCKER`` (``docker``: a Docker
@@ -619,10 +613,12 @@ class ContainerInfo:
     type: str = "MESOS"
     image: Image | None = None
     docker: DockerInfo | None = None
-    volumes: list[Volume] = attrs.field(factory=list, converter=_volume_list)
+    #: at most :data:`MAX_VOLUMES` (a list of the container's own)
+    volumes: list[Volume] = msgspec.field(default_factory=list)
     hostname: str = ""
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "volumes", _volume_list(self.volumes))
         _problem(self.type in (self.MESOS, self.DOCKER),
                  f"container.type must be MESOS or DOCKER, got {_preview(self.type)}")
         _problem((self.type == self.DOCKER) == (self.docker is not None),
@@ -672,8 +668,7 @@ MAX_EXECUTOR_ID = 200
 EXECUTOR_RUN_PREFIX = "\x1bexecutor\x1b"
 
 
-@attrs.frozen
-class ExecutorInfo:
+class ExecutorInfo(msgspec.Struct, frozen=True):
     """A custom executor (Mesos's ``ExecutorInfo``, docs/framework-api.rst,
     "Custom executors"): a long-lived process of the framework that the
     agent starts, the first time a task of the framework names it on that
@@ -687,19 +682,23 @@ class ExecutorInfo:
 
     executor_id: str
     command: str
-    resources: Resources = attrs.field(factory=Resources)
+    resources: Resources = Resources()
     #: its repr names the variables, never their values (as TaskInfo's)
-    environment: dict[str, str] = attrs.field(factory=dict, converter=_frozen_dict, repr=_names_only)
+    environment: dict[str, str] = msgspec.field(default_factory=dict)
     name: str = ""
-    labels: list[Label] = labels_field()
+    #: :class:`Label` objects, ``(key, value)`` pairs or a ``{key: value}`` map; at most :data:`MAX_LABELS`
+    labels: list[Label] = msgspec.field(default_factory=list)
     shutdown_grace_period: float = 5.0
     #: its container (as :attr:`TaskInfo.container`): its tasks share it
     container: ContainerInfo | None = None
     #: secret environment variables (as :attr:`TaskInfo.environment_secrets`)
-    environment_secrets: dict[str, Secret] = attrs.field(factory=dict, converter=_secret_environment,
-                                                         repr=_names_only)
+    environment_secrets: dict[str, Secret] = msgspec.field(default_factory=dict)
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
+        # (what attrs's converters did, for a decoded executor too: copies, labels from pairs, the bounds)
+        msgspec.structs.force_setattr(self, "environment", _frozen_dict(self.environment))
+        msgspec.structs.force_setattr(self, "labels", _label_list(self.labels))
+        msgspec.structs.force_setattr(self, "environment_secrets", _secret_environment(self.environment_secrets))
         _problem(isinstance(self.executor_id, str) and 0 < len(self.executor_id) <= MAX_EXECUTOR_ID
                  and self.executor_id.isprintable(),
                  f"executor.executor_id must be 1 to {MAX_EXECUTOR_ID} printable characters, "
@@ -716,6 +715,17 @@ class ExecutorInfo:
     def run_id(self) -> str:
         """The agent's id of this executor's process run (see :data:`EXECUTOR_RUN_PREFIX`)."""
         return EXECUTOR_RUN_PREFIX + self.executor_id
+
+    def __repr__(self) -> str:
+        return f"ExecutorInfo({', '.join(f'{name}={value}' for name, value in _shown(self))})"
+
+    def __rich_repr__(self) -> Any:
+        for name, value in _shown(self):
+            yield name, _Shown(value)
+
+    def replace(self, **changes: Any) -> "ExecutorInfo":
+        """A copy with ``changes`` (fields by name), converted and checked as a new executor's are."""
+        return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
 
 
 class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metaclass=ConvertedWhenMade):
@@ -793,16 +803,11 @@ class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metacl
             _set_converted(self, "arguments", arguments, _argument_list, NO_ITEMS)
 
     def __repr__(self) -> str:
-        return f"TaskInfo({', '.join(f'{name}={value}' for name, value in self._shown())})"
+        return f"TaskInfo({', '.join(f'{name}={value}' for name, value in _shown(self))})"
 
     def __rich_repr__(self) -> Any:
-        for name, value in self._shown():
+        for name, value in _shown(self):
             yield name, _Shown(value)
-
-    def _shown(self) -> list[tuple[str, str]]:
-        """Its fields as its repr shows them: the environments' names, never their values."""
-        return [(name, _names_only(getattr(self, name)) if name in _NAMES_ONLY else repr(getattr(self, name)))
-                for name in self.__struct_fields__]
 
     def replace(self, **changes: Any) -> "TaskInfo":
         """A copy with ``changes`` (fields by name), converted and checked as a new task's are."""
@@ -827,6 +832,13 @@ class _Shown(str):
         return str(self)
 
 
+def _shown(value: TaskInfo | ExecutorInfo) -> list[tuple[str, str]]:
+    """The fields of a task or an executor as its repr shows them: the environments' names, never their
+    values (a task's environment may hold secrets, and a repr ends up in logs)."""
+    return [(name, _names_only(getattr(value, name)) if name in _NAMES_ONLY else repr(getattr(value, name)))
+            for name in value.__struct_fields__]
+
+
 def _isolator_list(value: list[str] | None) -> list[str]:
     names = list(value or [])
     # a loop, not all() over a generator: it runs for every update a scheduler decodes (three a task)
@@ -841,8 +853,7 @@ def _isolator_list(value: list[str] | None) -> list[str]:
 _ISOLATORS_PROBLEM = "container_status.isolators must be at most 32 names of 1 to 64 printable characters"
 
 
-@attrs.frozen
-class ContainerStatus:
+class ContainerStatus(msgspec.Struct, frozen=True):
     """What a task's container is on its agent (a part of Mesos's
     ``ContainerStatus``, which rides on the task's updates):
     ``isolators`` — the isolators it got, by Mesos's names
@@ -851,14 +862,15 @@ class ContainerStatus:
     host's pid of the task's process (its executor's, for a custom
     executor's task; 0 when not known)."""
 
-    isolators: list[str] = attrs.field(factory=list, converter=_isolator_list)
+    isolators: list[str] = msgspec.field(default_factory=list)
     image: str = ""
     executor_pid: int = 0
     #: the address the task is reachable at (Mesos's ``network_infos[0].ip_addresses[0]``): its agent's,
     #: for a task on the host's network; '' when not known
     ip_address: str = ""
 
-    def __attrs_post_init__(self) -> None:   # (inline, not _problem(): three times a task in a scheduler)
+    def __post_init__(self) -> None:   # (inline, not _problem(): three times a task in a scheduler)
+        msgspec.structs.force_setattr(self, "isolators", _isolator_list(self.isolators))
         ip_address, image, pid = self.ip_address, self.image, self.executor_pid
         if not (isinstance(ip_address, str) and len(ip_address) <= 64 and ip_address.isprintable()):
             raise ValueError("container_status.ip_address must be at most 64 printable characters")
@@ -883,8 +895,8 @@ def without_secret_values(info: _Holder) -> _Holder:
     container = info.container
     if container is not None and any(v.source.secret is not None and v.source.secret.type == Secret.VALUE
                                      for v in container.volumes):
-        changes["container"] = attrs.evolve(container, volumes=[
-            attrs.evolve(v, source=attrs.evolve(v.source, secret=_emptied(v.source.secret)))
+        changes["container"] = msgspec.structs.replace(container, volumes=[
+            msgspec.structs.replace(v, source=msgspec.structs.replace(v.source, secret=_emptied(v.source.secret)))
             if v.source.secret is not None else v for v in container.volumes])
     if isinstance(info, TaskInfo) and info.executor is not None:
         executor = without_secret_values(info.executor)
@@ -892,14 +904,12 @@ def without_secret_values(info: _Holder) -> _Holder:
             changes["executor"] = executor
     if not changes:
         return info
-    if isinstance(info, TaskInfo):
-        replaced: Any = info.replace(**changes)   # (a TaskInfo is a Struct)
-        return replaced
-    return attrs.evolve(info, **changes)
+    replaced: Any = info.replace(**changes)
+    return replaced
 
 
 def _emptied(secret: Secret) -> Secret:
-    return attrs.evolve(secret, value=b"") if secret.type == Secret.VALUE else secret
+    return msgspec.structs.replace(secret, value=b"") if secret.type == Secret.VALUE else secret
 
 
 class TaskStatus(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
@@ -952,8 +962,7 @@ class TaskStatus(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
         return msgspec.structs.replace(self, **changes)
 
 
-@attrs.frozen
-class Filters:
+class Filters(msgspec.Struct, frozen=True):
     """How long to refuse the declined or unused resources of an offer."""
 
     refuse_seconds: float = DEFAULT_REFUSE_SECONDS
@@ -972,13 +981,7 @@ class OperationType:
 MAX_OPERATIONS = 1000
 
 
-def _operation_type(instance: object, attribute: object, value: str) -> None:
-    _problem(value in OperationType.ALL, f"operation type must be one of {', '.join(OperationType.ALL)}, "
-                                         f"got {value[:40]!r}")
-
-
-@attrs.frozen
-class Operation:
+class Operation(msgspec.Struct, frozen=True):
     """One operation on accepted offers (Mesos's ``Offer.Operation``),
     applied in order against what the offers hold (docs/framework-api.rst,
     "Reservations"). Build one with :func:`Launch`, :func:`Reserve` or
@@ -995,11 +998,21 @@ class Operation:
       written as offered: ``cpus(analytics,alice):1``) become unreserved.
     """
 
-    type: str = attrs.field(validator=_operation_type)
-    tasks: list[TaskInfo] = attrs.field(factory=list)
+    type: str
+    tasks: list[TaskInfo] = msgspec.field(default_factory=list)
     resources: Resources = Resources()
     role: str = ""
-    labels: list[Label] = labels_field()
+    #: :class:`Label` objects, ``(key, value)`` pairs or a ``{key: value}`` map; at most :data:`MAX_LABELS`
+    labels: list[Label] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _problem(self.type in OperationType.ALL, f"operation type must be one of {', '.join(OperationType.ALL)}, "
+                                                 f"got {self.type[:40]!r}")
+        msgspec.structs.force_setattr(self, "labels", _label_list(self.labels))
+
+    def replace(self, **changes: Any) -> "Operation":
+        """A copy with ``changes`` (fields by name), converted and checked as a new operation's are."""
+        return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
 
 
 def Launch(tasks: list[TaskInfo]) -> Operation:  # noqa: N802 (named as Mesos's operation)
@@ -1026,8 +1039,7 @@ def _resources(value: Resources | str) -> Resources:
     return Resources.parse(value) if isinstance(value, str) else value
 
 
-@attrs.frozen
-class MasterInfo:
+class MasterInfo(msgspec.Struct, frozen=True):
     """The leading master: id, scheduler/agent address, HTTP address, version."""
 
     id: str
