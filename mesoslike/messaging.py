@@ -6,19 +6,23 @@ once, checked field by field, versioned, and fail with the one error type.
 ::
 
     from typing import Annotated, ClassVar
-    import attrs
+    import msgspec
     from mesoslike.messaging import Codec, Range, Schema
 
     SCHEMA = Schema("my service", version=1)
 
     @SCHEMA.message
-    @attrs.frozen
-    class Resize:
+    class Resize(msgspec.Struct, frozen=True):
         TYPE: ClassVar[str] = "RESIZE"
         workers: Annotated[int, Range(min=0)]
 
     CODEC = Codec(SCHEMA, max_message_size=1024 * 1024)
 
+A message class is a frozen ``msgspec.Struct`` (built, encoded and decoded
+in C; its checks in ``__post_init__``, run on decoding too; not
+``omit_defaults``: a message writes every field), as the master protocol's
+and the executor channel's are, or a frozen attrs class (its validators
+run on decoding too), which the codec takes alike.
 A :class:`~mesoslike.transport.Server` or :class:`~mesoslike.transport.Client`
 built with ``codec=CODEC`` then sends and receives these messages.
 Pure: no I/O.

@@ -390,3 +390,38 @@ def test_a_state_record_whose_full_record_is_damaged_missing_or_another_leaves_i
     tasks, errors = CheckpointStore(tmp_path).load_tasks()
     assert [(t.task.task_id, t.state) for t in tasks] == []
     assert len(errors) == 2 and "fw-1/bad" in errors[0].problem and "fw-1/good" in errors[1].problem
+
+
+# the files written by the attrs classes AgentFile and ReservationsFile (the base of their conversion to frozen
+# Structs, f3c3947): a Struct writes the same bytes, and an agent reads the files older agents left
+OLD_AGENT_FILES = [
+    (ckpt.AgentFile("m-S1", "host-1", "r" * 32),
+     "85a17601a474797065a54147454e54a86167656e745f6964a46d2d5331a8686f73746e616d65a6686f73742d31a772656365697074d920"
+     "7272727272727272727272727272727272727272727272727272727272727272"),
+    (ckpt.AgentFile("m-S2", "host-1"),
+     "85a17601a474797065a54147454e54a86167656e745f6964a46d2d5332a8686f73746e616d65a6686f73742d31a772656365697074a0"),
+]
+OLD_RESERVATIONS_FILE = (
+    ckpt.ReservationsFile(Resources.parse("cpus(web):1;mem(web):64")),
+    "83a17601a474797065ac5245534552564154494f4e53ac7265736572766174696f6e73b76370757328776562293a313b6d656d2877656229"
+    "3a3634")
+
+
+def test_the_agent_and_reservations_files_are_the_bytes_older_agents_wrote_and_read_as_theirs(tmp_path):
+    import msgspec
+
+    store = CheckpointStore(tmp_path)
+    store.meta.mkdir(parents=True)
+    for record, old in OLD_AGENT_FILES + [OLD_RESERVATIONS_FILE]:
+        assert isinstance(record, msgspec.Struct) and CODEC.encode(record) == bytes.fromhex(old)
+        assert CODEC.decode(bytes.fromhex(old)) == record
+    for record, old in OLD_AGENT_FILES:
+        (store.meta / ckpt.AGENT_CHECKPOINT).write_bytes(bytes.fromhex(old))
+        assert store.load_agent() == record
+    record, old = OLD_RESERVATIONS_FILE
+    (store.meta / ckpt.RESERVATIONS_CHECKPOINT).write_bytes(bytes.fromhex(old))
+    assert store.load_reservations() == record.reservations
+    store.save_reservations(record.reservations)
+    assert (store.meta / ckpt.RESERVATIONS_CHECKPOINT).read_bytes() == bytes.fromhex(old)
+    store.save_agent("m-S1", "host-1", "r" * 32)
+    assert (store.meta / ckpt.AGENT_CHECKPOINT).read_bytes() == bytes.fromhex(OLD_AGENT_FILES[0][1])

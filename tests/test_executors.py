@@ -740,9 +740,23 @@ def test_the_channel_refuses_oversized_data_and_secrets_naming_the_field():
         small.decode(msgpack.packb({"v": 1, "type": "EXECUTOR_MESSAGE", "secret": "a" * 64,
                                     "data": b"x" * small.max_message_size}, use_bin_type=True))
     for fields, fragment in ((dict(type="REGISTER_EXECUTOR", secret="a" * 65), "secret"),
-                             (dict(type="EXECUTOR_STATUS", secret="a" * 64, status={"task_id": "t"}), "state")):
+                             (dict(type="EXECUTOR_STATUS", secret="a" * 64, status={"task_id": "t"}), "state"),
+                             (dict(type="EXECUTOR_MESSAGE", secret="a" * 65, data=b""), "secret"),
+                             (dict(type="EXECUTOR_STATUS", secret="a" * 65,
+                                   status={"task_id": "t", "state": "TASK_RUNNING"}), "secret"),
+                             (dict(type="REGISTER_EXECUTOR", secret="a" * 64,
+                                   tasks=["t"] * (x.MAX_REPORTED_TASKS + 1)), "tasks")):
         with pytest.raises(WireError, match=fragment):
             x.EXECUTOR_CODEC.decode(msgpack.packb({"v": 1, **fields}, use_bin_type=True))
+    # and made by a call (Structs now: their checks in __post_init__, the words of attrs' max_len as before)
+    with pytest.raises(ValueError, match="Length of 'secret' must be <= 64: 65"):
+        x.RegisterExecutor("a" * 65)
+    with pytest.raises(ValueError, match="Length of 'tasks' must be <= 100000: 100001"):
+        x.RegisterExecutor("a" * 64, ["t"] * (x.MAX_REPORTED_TASKS + 1))
+    with pytest.raises(ValueError, match="Length of 'secret'"):
+        x.ExecutorStatus("a" * 65, TaskStatus("t", TaskState.RUNNING))
+    with pytest.raises(ValueError, match="Length of 'secret'"):
+        x.ExecutorMessage("a" * 65, b"")
 
 
 def test_core_the_master_takes_the_executor_resources_once_and_frees_them_when_it_exits():
@@ -826,3 +840,92 @@ def test_core_the_executor_book_keeps_its_invariants_through_executors_lives():
     restarted._executors._by_digest.clear()
     with pytest.raises(AssertionError, match="digest"):
         restarted._executors._check()
+
+
+# ------------------------------------------------ the channel's frames, as the attrs classes wrote them
+def old_channel_frames():
+    """One message of each class of the channel and its frame as the attrs classes wrote it (the base of their
+    conversion to frozen Structs, f3c3947; ``{S}`` is the secret "a" * 64, as MessagePack writes it)."""
+    from mesoslike.wire import executor_messages as x
+    from mesoslike.wire.types import AgentInfo
+
+    s = "a" * 64
+    executor = ExecutorInfo("e1", "run", Resources.parse("cpus:0.5;mem:64"), shutdown_grace_period=2.0)
+    messages = [x.RegisterExecutor(s, ["t1", "t2"]), x.RegisterExecutor(s),
+                x.ExecutorStatus(s, TaskStatus("t1", TaskState.RUNNING, uuid="u1", healthy=True)),
+                x.ExecutorMessage(s, b"\x00data"),
+                x.ExecutorRegistered(executor, FrameworkInfo("f", id="fw"),
+                                     AgentInfo("h", Resources.parse("cpus:1;mem:32"), id="a1"), True),
+                x.LaunchExecutorTask(TaskInfo("t1", "a1", "", Resources.parse("cpus:0.1;mem:16"), executor=executor)),
+                x.KillExecutorTask("t1"), x.ExecutorFrameworkMessage(b"data"), x.ExecutorStatusAck("t1", "u1"),
+                x.ShutdownExecutor(), x.ExecutorError("refused"),
+                x.ExecutorError("refused for now", uuid="u1", retry=True)]
+    frames = [bytes.fromhex(old.replace("{S}", "d940" + "61" * 64)) for old in OLD_CHANNEL_FRAMES]
+    return list(zip(messages, frames))
+
+
+OLD_CHANNEL_FRAMES = [
+    ("84a17601a474797065b152454749535445525f4558454355544f52a6736563726574{S}a57461736b7392a27431a27432"),
+    ("84a17601a474797065b152454749535445525f4558454355544f52a6736563726574{S}a57461736b7390"),
+    ("84a17601a474797065af4558454355544f525f535441545553a6736563726574{S}a673746174757384a77461736b5f6964a2743"
+     "1a57374617465ac5441534b5f52554e4e494e47a475756964a27531a76865616c746879c3"),
+    ("84a17601a474797065b04558454355544f525f4d455353414745a464617461c4050064617461a6736563726574{S}"),
+    ("86a17601a474797065b34558454355544f525f52454749535445524544a56167656e7486a8686f73746e616d65a168a97265736f"
+     "7572636573ad637075733a313b6d656d3a3332aa6174747269627574657380a26964a26131a4706f727400a97072696e63697061"
+     "6ca0a86578656375746f7289a7636f6d6d616e64a372756ea9636f6e7461696e6572c0ab656e7669726f6e6d656e7480b3656e76"
+     "69726f6e6d656e745f7365637265747380ab6578656375746f725f6964a26531a66c6162656c7390a46e616d65a0a97265736f75"
+     "72636573af637075733a302e353b6d656d3a3634b573687574646f776e5f67726163655f706572696f64cb4000000000000000a9"
+     "6672616d65776f726b8ca46e616d65a166a4726f6c65a12ab06661696c6f7665725f74696d656f7574cb0000000000000000a269"
+     "64a26677a475736572a0a8686f73746e616d65a0af706172746974696f6e5f6177617265c2af6d696e5f616c6c6f63617461626c"
+     "65a0a97072696e636970616ca0a66c6162656c7390a977656275695f75726ca0b17072696e636970616c5f72656365697074a0ac"
+     "726572656769737465726564c3"),
+    ("83a17601a474797065b44c41554e43485f4558454355544f525f5441534ba47461736bde0005a77461736b5f6964a27431a86167"
+     "656e745f6964a26131a7636f6d6d616e64a0a97265736f7572636573af637075733a302e313b6d656d3a3136a86578656375746f"
+     "7289a7636f6d6d616e64a372756ea9636f6e7461696e6572c0ab656e7669726f6e6d656e7480b3656e7669726f6e6d656e745f73"
+     "65637265747380ab6578656375746f725f6964a26531a66c6162656c7390a46e616d65a0a97265736f7572636573af637075733a"
+     "302e353b6d656d3a3634b573687574646f776e5f67726163655f706572696f64cb4000000000000000"),
+    ("83a17601a474797065b24b494c4c5f4558454355544f525f5441534ba77461736b5f6964a27431"),
+    ("83a17601a474797065ba4558454355544f525f4652414d45574f524b5f4d455353414745a464617461c40464617461"),
+    ("84a17601a474797065b34558454355544f525f5354415455535f41434ba77461736b5f6964a27431a475756964a27531"),
+    ("82a17601a474797065b153485554444f574e5f4558454355544f52"),
+    ("85a17601a474797065ae4558454355544f525f4552524f52a76d657373616765a772656675736564a57265747279c2a475756964"
+     "a0"),
+    ("85a17601a474797065ae4558454355544f525f4552524f52a76d657373616765af7265667573656420666f72206e6f77a5726574"
+     "7279c3a475756964a27531"),
+]
+
+
+def _nests_attrs(value) -> bool:
+    import msgspec
+
+    if attrs.has(type(value)):
+        return True
+    if isinstance(value, msgspec.Struct):
+        return any(_nests_attrs(getattr(value, name)) for name in value.__struct_fields__)
+    if isinstance(value, (list, dict)):
+        return any(map(_nests_attrs, value.values() if isinstance(value, dict) else value))
+    return False
+
+
+def test_the_channels_frames_are_the_maps_the_attrs_classes_wrote_and_those_read_as_before():
+    import msgpack
+    import msgspec
+
+    from mesoslike.wire import executor_messages as x
+
+    examples, same = old_channel_frames(), 0
+    assert {type(message).TYPE for message, _ in examples} == set(x.EXECUTOR_SCHEMA.types)
+    for message, old in examples:
+        assert isinstance(message, msgspec.Struct)
+        written = x.EXECUTOR_CODEC.encode(message)
+        assert x.EXECUTOR_CODEC.decode(old) == message == x.EXECUTOR_CODEC.decode(written)
+        # the same map: its keys "v", "type", then the fields as declared (msgspec wrote an attrs object's sorted)
+        assert msgpack.unpackb(written) == msgpack.unpackb(old)
+        fields = [f.name for f in msgspec.structs.fields(type(message))]
+        assert list(msgpack.unpackb(written)) == ["v", "type", *fields]
+        # the same bytes, but for EXECUTOR_MESSAGE, _REGISTERED and _ERROR (their keys not in sorted order) and the
+        # frames holding an attrs value (an ExecutorInfo: its keys are msgspec's order for it, its own class's)
+        if fields == sorted(fields) and not _nests_attrs(message):
+            assert written == old, message
+            same += 1
+    assert same >= 7

@@ -24,9 +24,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-import attrs
+import msgspec
 
 from mesoslike.wire.codec import Codec, frame_limit
 from mesoslike.wire.schema import Schema
@@ -50,43 +50,63 @@ SECRET_LENGTH = 64
 #: task ids one REGISTER_EXECUTOR may list
 MAX_REPORTED_TASKS = 100_000
 
-_SECRET: Any = attrs.validators.max_len(SECRET_LENGTH)
-_DATA: Any = attrs.validators.max_len(MAX_MESSAGE_SIZE_CEILING)   # the codec's frame limit is the bound
+
+def _check_length(value: str | bytes | list[str], name: str, bound: int) -> None:
+    """A field's length at most ``bound`` (as attrs' ``max_len`` said it, which these messages had)."""
+    if len(value) > bound:
+        raise ValueError(f"Length of {name!r} must be <= {bound}: {len(value)}")
+
+
+class _Message(msgspec.Struct, frozen=True, gc=False):
+    """The base of the channel's messages: frozen ``msgspec.Struct`` types
+    (attrs classes before), built, encoded and decoded in C, their checks in
+    ``__post_init__`` (run at construction and on decoding alike). Each
+    writes every field: the frames are the maps the attrs classes wrote (the
+    keys of a message of several fields in their declared order, where
+    msgspec wrote an attrs object's sorted: a decoder reads either)."""
 
 
 # ------------------------------------------------------ executor -> agent
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class RegisterExecutor:
+class RegisterExecutor(_Message, frozen=True, gc=False):
     """The executor is here (again, after a reconnection: ``tasks`` lists
     the ids of the tasks it still runs, so a recovered agent hands it those
     it never had)."""
 
     TYPE: ClassVar[str] = "REGISTER_EXECUTOR"
-    secret: str = attrs.field(validator=_SECRET)
-    tasks: list[str] = attrs.field(factory=list, validator=attrs.validators.max_len(MAX_REPORTED_TASKS))
+    secret: str
+    tasks: list[str] = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _check_length(self.secret, "secret", SECRET_LENGTH)
+        _check_length(self.tasks, "tasks", MAX_REPORTED_TASKS)
 
 
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class ExecutorStatus:
+class ExecutorStatus(_Message, frozen=True, gc=False):
     """A task's status update from its executor. The agent takes from it
     ``task_id``, ``state``, ``message``, ``reason`` and ``healthy`` (the
     rest is the agent's to say) and acknowledges ``status.uuid``."""
 
     TYPE: ClassVar[str] = "EXECUTOR_STATUS"
-    secret: str = attrs.field(validator=_SECRET)
+    secret: str
     status: TaskStatus
+
+    def __post_init__(self) -> None:
+        _check_length(self.secret, "secret", SECRET_LENGTH)
 
 
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class ExecutorMessage:
+class ExecutorMessage(_Message, frozen=True, gc=False):
     """Data for the executor's scheduler (its ``framework_message`` callback)."""
 
     TYPE: ClassVar[str] = "EXECUTOR_MESSAGE"
-    secret: str = attrs.field(validator=_SECRET)
-    data: bytes = attrs.field(validator=_DATA)
+    secret: str
+    data: bytes
+
+    def __post_init__(self) -> None:
+        _check_length(self.secret, "secret", SECRET_LENGTH)
+        _check_length(self.data, "data", MAX_MESSAGE_SIZE_CEILING)   # (the codec's frame limit is the bound)
 
 
 #: the messages an agent takes on its executor channel
@@ -95,8 +115,7 @@ EXECUTOR_TO_AGENT = (RegisterExecutor, ExecutorStatus, ExecutorMessage)
 
 # ------------------------------------------------------ agent -> executor
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class ExecutorRegistered:
+class ExecutorRegistered(_Message, frozen=True, gc=False):
     """The answer to REGISTER_EXECUTOR: who the executor is, for whom, where."""
 
     TYPE: ClassVar[str] = "EXECUTOR_REGISTERED"
@@ -107,37 +126,35 @@ class ExecutorRegistered:
 
 
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class LaunchExecutorTask:
+class LaunchExecutorTask(_Message, frozen=True, gc=False):
     TYPE: ClassVar[str] = "LAUNCH_EXECUTOR_TASK"
     task: TaskInfo
 
 
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class KillExecutorTask:
+class KillExecutorTask(_Message, frozen=True, gc=False):
     TYPE: ClassVar[str] = "KILL_EXECUTOR_TASK"
     task_id: str
 
 
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class ExecutorFrameworkMessage:
+class ExecutorFrameworkMessage(_Message, frozen=True, gc=False):
     TYPE: ClassVar[str] = "EXECUTOR_FRAMEWORK_MESSAGE"
-    data: bytes = attrs.field(validator=_DATA)
+    data: bytes
+
+    def __post_init__(self) -> None:
+        _check_length(self.data, "data", MAX_MESSAGE_SIZE_CEILING)   # (the codec's frame limit is the bound)
 
 
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class ExecutorStatusAck:
+class ExecutorStatusAck(_Message, frozen=True, gc=False):
     TYPE: ClassVar[str] = "EXECUTOR_STATUS_ACK"
     task_id: str
     uuid: str
 
 
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class ShutdownExecutor:
+class ShutdownExecutor(_Message, frozen=True, gc=False):
     """End: kill the tasks and exit (the framework was torn down). The agent
     kills the process after the executor's ``shutdown_grace_period``."""
 
@@ -145,8 +162,7 @@ class ShutdownExecutor:
 
 
 @EXECUTOR_SCHEMA.message
-@attrs.frozen
-class ExecutorError:
+class ExecutorError(_Message, frozen=True, gc=False):
     """A frame the agent refused (bad secret, bad update), in words. A
     refused EXECUTOR_STATUS is named by its ``uuid`` (empty for other
     frames, and from agents older than the field); ``retry`` says the agent
