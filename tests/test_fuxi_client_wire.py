@@ -5,7 +5,7 @@ client sends is the frame the protocol's codec writes (and takes), what
 the service answers is what the client reads, a bad frame is refused as
 strictly, and what only the full codec speaks (a TOML date in a job file,
 news to an AppMaster) goes through it. And ``fuxi submit`` imports neither
-attrs' protocol classes nor the wire package before its SUBMIT goes out."""
+the protocol's classes nor the wire package before its SUBMIT goes out."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import datetime
 import subprocess
 import sys
 
-import attrs
 import msgpack
+import msgspec
 import pytest
 
 from mesoslike import MesoslikeError
@@ -31,8 +31,8 @@ ANSWERS = [protocol.Submitted(1, "job-1"), protocol.StatusReply(2, '{"jobs": []}
 
 
 def _fields(cls: type) -> list[tuple[str, object]]:
-    if attrs.has(cls):
-        return [(f.name, ... if f.default is attrs.NOTHING else f.default) for f in attrs.fields(cls)]
+    if issubclass(cls, msgspec.Struct):
+        return [(f.name, ... if f.required else f.default) for f in msgspec.structs.fields(cls)]
     return [(name, cls._field_defaults.get(name, ...)) for name in cls._fields]  # type: ignore[attr-defined]
 
 
@@ -59,7 +59,7 @@ def test_what_a_client_sends_is_the_protocols_frame(message):
 def test_what_the_service_answers_is_what_the_client_reads(answer):
     ours = wire.CODEC.decode(protocol.CODEC.encode(answer))
     assert type(ours) is wire.RECEIVED[answer.TYPE]
-    assert ours._asdict() == attrs.asdict(answer)
+    assert ours._asdict() == msgspec.structs.asdict(answer)
 
 
 def test_what_only_the_full_codec_speaks_goes_through_it():

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import msgpack
+import msgspec
 import pytest
 
 from e2e_helpers import REPO, child_env, free_port, wait_for
@@ -52,16 +53,16 @@ def fuzz_frames(rng: random.Random, schema_types: dict[str, type], max_frame: in
             frames.append(rng.randbytes(rng.randrange(1, 200)))
         elif kind == 1:                                 # a message with wrong-typed fields
             cls = schema_types[rng.choice(types)]
-            fields = {field.name: rng.choice(NASTY_VALUES) for field in cls.__attrs_attrs__}
+            fields = {field.name: rng.choice(NASTY_VALUES) for field in msgspec.structs.fields(cls)}
             frames.append(msgpack.packb({"v": 1, "type": cls.TYPE, **fields}, use_bin_type=True))
         elif kind == 2:                                 # truncated
             cls = schema_types[rng.choice(types)]
-            whole = msgpack.packb({"v": 1, "type": cls.TYPE, **{f.name: "x" for f in cls.__attrs_attrs__}})
+            whole = msgpack.packb({"v": 1, "type": cls.TYPE, **{f.name: "x" for f in msgspec.structs.fields(cls)}})
             frames.append(whole[:rng.randrange(1, len(whole))])
         elif kind == 3:                                 # a long string in one field, up to just under the limit
             cls = schema_types[rng.choice(types)]
             big = "A" * (max_frame - 1000) if rng.random() < 0.1 else "A" * rng.randrange(1000, 100_000)
-            fields = {f.name: "x" for f in cls.__attrs_attrs__}
+            fields = {f.name: "x" for f in msgspec.structs.fields(cls)}
             if fields:
                 fields[rng.choice(sorted(fields))] = big
             frames.append(msgpack.packb({"v": 1, "type": cls.TYPE, **fields}))
@@ -69,7 +70,7 @@ def fuzz_frames(rng: random.Random, schema_types: dict[str, type], max_frame: in
             cls = schema_types[rng.choice(types)]
             frames.append(msgpack.packb({"v": 1, "type": cls.TYPE,
                                          **{f.name: rng.choice([2**64 - 1, -2**63, 1e308, 10**18])
-                                            for f in cls.__attrs_attrs__}}))
+                                            for f in msgspec.structs.fields(cls)}}))
         elif kind == 5:                                 # wrong version, unknown type, not a map
             frames.append(msgpack.packb(rng.choice([{"v": 99, "type": "STATUS", "id": 1}, {"v": 1, "type": "NOPE"},
                                                     [1, 2, 3], "STATUS", {"type": None}, {}])))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import attrs
 import msgpack
+import msgspec
 import pytest
 
 from mesoslike_frameworks.fuxi import am_protocol as amp
@@ -30,11 +30,11 @@ RECEIVED = [amp.Welcome("s"), amp.Rejoin(), amp.Assign(7, 2, "echo hi", {"A": "b
 
 
 def _fields(cls: type) -> list[tuple[str, object]]:
-    """A message class's fields and their defaults (``...`` when required), attrs or NamedTuple."""
-    if attrs.has(cls):
-        return [(f.name, ... if f.default is attrs.NOTHING else
-                 (f.default.factory() if isinstance(f.default, attrs.Factory) else f.default))
-                for f in attrs.fields(cls)]
+    """A message class's fields and their defaults (``...`` when required), a Struct or the worker's own."""
+    if issubclass(cls, msgspec.Struct):
+        return [(f.name, ... if f.required else
+                 (f.default_factory() if f.default is msgspec.NODEFAULT else f.default))
+                for f in msgspec.structs.fields(cls)]
     return [(name, cls._field_defaults.get(name, ...)) for name in cls._fields]  # type: ignore[attr-defined]
 
 
@@ -58,7 +58,7 @@ def test_what_a_worker_sends_is_what_the_appmaster_reads_through_its_compiled_de
 def test_what_the_appmaster_sends_is_what_a_worker_reads(message):
     got = wire.CODEC.decode(amp.CODEC.encode(message))
     assert type(got).__name__ == type(message).__name__
-    assert got._asdict() == attrs.asdict(message)
+    assert got._asdict() == msgspec.structs.asdict(message)
 
 
 @pytest.mark.parametrize("plain, reason", [
@@ -113,7 +113,7 @@ def test_a_worker_sends_only_its_own_messages():
 
 
 def test_a_worker_starts_without_the_schema_machinery():
-    """What a worker's start imports: not the protocol's attrs declaration,
+    """What a worker's start imports: not the protocol's declaration,
     its compiled codec or the wire package under it, not msgspec, not the
     resources parser."""
     heavy = ["mesoslike_frameworks.fuxi.am_protocol", "mesoslike.wire", "mesoslike.messaging", "msgspec",

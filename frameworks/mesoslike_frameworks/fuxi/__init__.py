@@ -25,12 +25,14 @@ def flush_before_os_exit() -> None:
 class FieldsRepr:
     """The ``repr`` attrs writes — ``Name(field=value, ...)``, its fields in
     their order, each value's own ``repr`` — for the attrs classes of the
-    Fuxi protocols, job model and AppMaster core, which are declared with
+    Fuxi job model and AppMaster core, which are declared with
     ``repr=False`` and this base: attrs compiles a ``__repr__`` for each
     class as it is made (~0.2 ms of CPU a class, ~8 ms of the AppMaster's
-    start over its 38 classes; docs/performance.rst, "Stop 14: the
-    AppMaster's start (fuxi29j)"). Values are plain data or these classes:
-    no cycles, so no guard against one."""
+    start over its 38 classes then; docs/performance.rst, "Stop 14: the
+    AppMaster's start (fuxi29j)"). The messages of the Fuxi protocols
+    (:mod:`.protocol`, :mod:`.am_protocol`) are msgspec Structs, whose own
+    ``repr`` is this same text, written in C. Values are plain data or these
+    classes: no cycles, so no guard against one."""
 
     __slots__ = ()
 

@@ -3,9 +3,9 @@
 Every granted slot runs one long-lived *worker* (:mod:`.worker`); it
 connects a ZeroMQ DEALER (identity: its slot id) to its AppMaster's ROUTER
 (:mod:`.appmaster`) and speaks MessagePack maps ``{"v": 1, "type": TYPE,
-...}``: the messages below, declared on the same machinery as the job
-protocol (:mod:`.protocol`) and the cluster's own (:mod:`mesoslike.messaging`),
-checked by :data:`CODEC` — instance and attempt numbers are integers >= 0,
+...}``: the messages below (frozen msgspec Structs), declared on the same
+machinery as the job protocol (:mod:`.protocol`) and the cluster's own
+(:mod:`mesoslike.messaging`), checked by :data:`CODEC` — instance and attempt numbers are integers >= 0,
 a fraction is in [0, 1], an environment maps strings to strings:
 
 worker -> AppMaster
@@ -52,10 +52,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-import attrs
+import msgspec
 
 from mesoslike.messaging import Codec, Items, Range, Schema, WireError
-from mesoslike_frameworks.fuxi import FieldsRepr
 from mesoslike_frameworks.fuxi.worker_wire import HEARTBEAT_INTERVAL, MAX_FRAME, PROGRESS_PREFIX, VERSION
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Hello", "Heartbeat", "Progress", "Done", "Bye", "Welcome",
@@ -79,23 +78,21 @@ Result = Annotated[list[Any], Items(Count, Count, bool, str)]
 
 # -------------------------------------------------- worker -> AppMaster
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Hello(FieldsRepr):
+class Hello(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "HELLO"
     slot: str
     unit: str
     hostname: str
     room: str = ""
     running: Run | None = None
-    finished: list[Result] = attrs.field(factory=list)
+    finished: list[Result] = msgspec.field(default_factory=list)
     token: str = ""
     agent_id: str = ""
     queued: Run | None = None
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Heartbeat(FieldsRepr):
+class Heartbeat(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "HEARTBEAT"
     slot: str
     running: Run | None = None
@@ -103,8 +100,7 @@ class Heartbeat(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Progress(FieldsRepr):
+class Progress(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "PROGRESS"
     slot: str
     instance: Count
@@ -113,8 +109,7 @@ class Progress(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Done(FieldsRepr):
+class Done(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "DONE"
     slot: str
     instance: Count
@@ -124,8 +119,7 @@ class Done(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Bye(FieldsRepr):
+class Bye(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "BYE"
     slot: str
     reason: str = ""
@@ -133,54 +127,47 @@ class Bye(FieldsRepr):
 
 # -------------------------------------------------- AppMaster -> worker
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Welcome(FieldsRepr):
+class Welcome(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "WELCOME"
     slot: str
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Rejoin(FieldsRepr):
+class Rejoin(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "REJOIN"
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Assign(FieldsRepr):
+class Assign(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "ASSIGN"
     instance: Count
     attempt: Count
     command: str
-    env: dict[str, str] = attrs.field(factory=dict)
-    acks: list[Run] = attrs.field(factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    acks: list[Run] = msgspec.field(default_factory=list)
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Kill(FieldsRepr):
+class Kill(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "KILL"
     instance: Count
     attempt: Count
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Ack(FieldsRepr):
+class Ack(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "ACK"
     instance: Count
     attempt: Count
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Release(FieldsRepr):
+class Release(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "RELEASE"
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Error(FieldsRepr):
+class Error(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "ERROR"
     message: str
 

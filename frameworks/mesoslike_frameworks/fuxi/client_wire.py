@@ -3,14 +3,15 @@ MessagePack alone.
 
 ``mesoslike fuxi submit --wait`` is timed from its start: before its
 ``SUBMIT`` goes out it imports what it speaks with, and the protocol's
-declaration in :mod:`.protocol` — attrs classes, the compiled msgspec codec
+declaration in :mod:`.protocol` — msgspec Structs, the compiled codec
 and the wire package under them — was ~20-30 ms of its CPU (at load ~50;
 docs/performance.rst, "Stop 14: the Fuxi round's start and end
 (fuxi29i)"). This module speaks a job client's frames without them, as
 :mod:`.worker_wire` does for a worker:
 
 - ``SUBMIT``, ``STATUS`` and ``KILL`` are encoded as :data:`.protocol.CODEC`
-  encodes them: ``{"v": 1, "type": TYPE}`` then every field in name order.
+  encodes them: ``{"v": 1, "type": TYPE}`` then every field in the order
+  declared (a Struct's; the attrs classes of before wrote them in name order).
   A ``SUBMIT`` whose document holds anything but what JSON has (a TOML date,
   an integer of more than 64 bits), and any other message (a test asking as
   an AppMaster), is encoded by :data:`.protocol.CODEC` itself, imported
@@ -120,7 +121,7 @@ SENT: dict[str, type[_Message]] = {"SUBMIT": Submit, "STATUS": Status, "KILL": K
 #: the answers it decodes itself, by TYPE
 RECEIVED: dict[str, type[_Message]] = {"SUBMITTED": Submitted, "STATUS_REPLY": StatusReply, "OK": Ok, "ERROR": Error}
 _TYPES: dict[type, str] = {cls: kind for kind, cls in SENT.items()}
-_SENT_ORDER: dict[type, list[str]] = {cls: sorted(cls._fields) for cls in SENT.values()}
+_SENT_ORDER: dict[type, list[str]] = {cls: list(cls._fields) for cls in SENT.values()}
 #: the fields' types in the answers (each name has one type across them)
 _FIELD_TYPES: dict[str, type] = {"id": int, "job_id": str, "document": str, "message": str}
 #: what a document of SUBMIT may hold to be encoded here (what JSON has); anything else goes to protocol.CODEC
@@ -139,7 +140,7 @@ def _plain(value: object) -> bool:
 
 
 def _full_codec() -> Any:
-    from mesoslike_frameworks.fuxi import protocol   # attrs, msgspec, the wire package: only when needed
+    from mesoslike_frameworks.fuxi import protocol   # msgspec, the wire package: only when needed
 
     return protocol.CODEC
 

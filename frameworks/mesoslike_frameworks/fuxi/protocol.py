@@ -45,10 +45,12 @@ lost with its agent, its task ended): the AppMaster gives the slot's work
 to others at once instead of waiting for its worker's heartbeats to stop.
 
 The messages are declared once, below, on the machinery of the cluster's
-own wire protocol (:mod:`mesoslike.messaging`): each is a frozen attrs class
-registered in :data:`SCHEMA`, whose field hints are what :data:`CODEC`
-checks; every frame is a map ``{"v": VERSION, "type": TYPE, ...fields}``
-of at most :data:`MAX_FRAME` bytes, and decoding anything else raises a
+own wire protocol (:mod:`mesoslike.messaging`): each is a frozen
+``msgspec.Struct`` (built, encoded and decoded in C; ``msgspec.structs.replace``
+is a copy with some fields changed) registered in :data:`SCHEMA`, whose field
+hints are what :data:`CODEC` checks; every frame is a map ``{"v": VERSION,
+"type": TYPE, ...fields}`` (the fields as declared) of at most
+:data:`MAX_FRAME` bytes, and decoding anything else raises a
 :class:`ProtocolError` naming what is wrong. They are not messages of the
 master's protocol: the Fuxi service is a framework, and its clients speak to
 it, not to the master. Pure: no I/O.
@@ -58,10 +60,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import attrs
+import msgspec
 
 from mesoslike.messaging import Codec, Schema, WireError
-from mesoslike_frameworks.fuxi import FieldsRepr
 
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "KillJob",
            "Error", "Ok", "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress",
@@ -92,48 +93,42 @@ SCHEMA = Schema("Fuxi service", VERSION)
 
 # ------------------------------------------------------------ job clients
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Submit(FieldsRepr):
+class Submit(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "SUBMIT"
     id: int
     document: dict[str, Any]
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Submitted(FieldsRepr):
+class Submitted(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "SUBMITTED"
     id: int
     job_id: str
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Status(FieldsRepr):
+class Status(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "STATUS"
     id: int
     job_id: str = ""
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class StatusReply(FieldsRepr):
+class StatusReply(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "STATUS_REPLY"
     id: int
     document: str
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class KillJob(FieldsRepr):
+class KillJob(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "KILL"
     id: int
     job_id: str
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Error(FieldsRepr):
+class Error(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "ERROR"
     id: int
     message: str
@@ -141,15 +136,13 @@ class Error(FieldsRepr):
 
 # ------------------------------------------------------------- AppMasters
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Ok(FieldsRepr):
+class Ok(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "OK"
     id: int
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class SetDesire(FieldsRepr):
+class SetDesire(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "SET_DESIRE"
     id: int
     job_id: str
@@ -159,8 +152,7 @@ class SetDesire(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class ReleaseSlot(FieldsRepr):
+class ReleaseSlot(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "RELEASE_SLOT"
     id: int
     job_id: str
@@ -169,8 +161,7 @@ class ReleaseSlot(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class AvoidHosts(FieldsRepr):
+class AvoidHosts(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "AVOID_HOSTS"
     id: int
     job_id: str
@@ -180,8 +171,7 @@ class AvoidHosts(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class BlacklistHost(FieldsRepr):
+class BlacklistHost(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "BLACKLIST_HOST"
     id: int
     job_id: str
@@ -190,8 +180,7 @@ class BlacklistHost(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class ReportHost(FieldsRepr):
+class ReportHost(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "REPORT_HOST"
     id: int
     job_id: str
@@ -200,8 +189,7 @@ class ReportHost(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class Progress(FieldsRepr):
+class Progress(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "PROGRESS"
     id: int
     job_id: str
@@ -210,8 +198,7 @@ class Progress(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class JobEnded(FieldsRepr):
+class JobEnded(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "JOB_ENDED"
     id: int
     job_id: str
@@ -221,8 +208,7 @@ class JobEnded(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class SlotGranted(FieldsRepr):
+class SlotGranted(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "SLOT_GRANTED"
     job_id: str
     slot: str
@@ -232,8 +218,7 @@ class SlotGranted(FieldsRepr):
 
 
 @SCHEMA.message
-@attrs.frozen(repr=False)
-class SlotRevoked(FieldsRepr):
+class SlotRevoked(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "SLOT_REVOKED"
     job_id: str
     slot: str

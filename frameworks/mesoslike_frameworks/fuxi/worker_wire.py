@@ -2,16 +2,16 @@
 
 Every granted slot starts a worker (:mod:`.worker`), a job's 16 slots 16
 at once, and each pays for what it imports before it says HELLO: the
-protocol's declaration in :mod:`.am_protocol` — attrs classes, their
-validating converters and the compiled msgspec codec, with the wire package
-under them — was a third of a worker's start. This module speaks the same
+protocol's declaration in :mod:`.am_protocol` — its message classes (attrs
+classes then), the compiled msgspec codec, with the wire package under
+them — was a third of a worker's start. This module speaks the same
 frames without them, for the worker only (the AppMaster decodes with
 :data:`.am_protocol.CODEC`, which checks every field):
 
 - what a worker sends (HELLO, HEARTBEAT, PROGRESS, DONE, BYE, ERROR) is
   encoded as :data:`.am_protocol.CODEC` encodes it: ``{"v": 1, "type":
-  TYPE}`` then every field, in name order — the layout the AppMaster's
-  compiled decoder takes;
+  TYPE}`` then every field, in the order declared (a Struct's; the attrs
+  classes of before wrote them in name order; either decodes alike);
 - what it receives (WELCOME, REJOIN, ASSIGN, KILL, ACK, RELEASE, ERROR) is
   decoded and checked as strictly as there: a map of at most
   :data:`MAX_FRAME` bytes with ``v`` 1 and a known type, instance and
@@ -193,8 +193,8 @@ SENT: dict[str, type[_Message]] = {"HELLO": Hello, "HEARTBEAT": Heartbeat, "PROG
 RECEIVED: dict[str, type[_Message]] = {"WELCOME": Welcome, "REJOIN": Rejoin, "ASSIGN": Assign, "KILL": Kill,
                                        "ACK": Ack, "RELEASE": Release, "ERROR": Error}
 _TYPES: dict[type, str] = {cls: kind for kind, cls in (*RECEIVED.items(), *SENT.items())}
-#: per class sent: its fields in the order the frame carries them (by name, as am_protocol's codec writes them)
-_SENT_ORDER: dict[type, list[str]] = {cls: sorted(cls._fields) for cls in SENT.values()}
+#: per class sent: its fields in the order the frame carries them (as declared, as am_protocol's codec writes them)
+_SENT_ORDER: dict[type, list[str]] = {cls: list(cls._fields) for cls in SENT.values()}
 
 
 def _count(value: object) -> str | None:
