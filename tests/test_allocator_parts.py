@@ -270,16 +270,38 @@ def test_a_random_subclass_that_draws_otherwise_shuffles_its_own_way():
 
 # ------------------------------------------------ the cycle's shortcuts
 def test_an_issued_offer_is_a_plain_frozen_offer():
-    """The offer book builds offers through a writable twin of the slots
-    (OfferLayout); what comes out is an ``Offer`` like any other."""
+    """The offer book builds offers with msgspec's constructor, without
+    converting the agent's attributes again (made_unconverted); what comes
+    out is an ``Offer`` like any other, sharing the agent's checked map."""
     books = AgentBook()
     agent = books.add("n0", R("cpus:4"), "host0", {"rack": "r1"})
     (offer,) = OfferBook().issue({("f", agent): R("cpus:1")}, now=0.0)
     assert type(offer) is Offer
     assert offer == Offer(id="O1", agent_id="n0", hostname="host0", resources=R("cpus:1"),
                           attributes={"rack": "r1"}, framework_id="f")
+    assert offer.attributes is agent.attributes
     with pytest.raises(AttributeError):
         offer.id = "O2"  # type: ignore[misc]
+
+
+def test_an_offer_made_by_a_caller_or_decoded_has_its_attributes_copied_and_checked():
+    """``Offer(...)`` copies the caller's map and checks it against the
+    grammar, as the attrs class did; a decoded offer's are checked too."""
+    from mesoslike.wire import codec
+    from mesoslike.wire import messages as m
+
+    given = {"rack": "r1"}
+    offer = Offer(id="O1", agent_id="n0", hostname="h", resources=R("cpus:1"), attributes=given)
+    given["rack"] = "r2"
+    assert offer.attributes == {"rack": "r1"}
+    assert Offer("O1", "n0", "h", R("cpus:1"), None).attributes == {}   # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="attribute"):
+        Offer("O1", "n0", "h", R("cpus:1"), {"bad name!": "x"})
+    frame = codec.encode(m.Offers([offer]))
+    assert codec.decode(frame) == m.Offers([offer])
+    bad = frame.replace(b"\xa4rack", b"\xa4ra k")
+    with pytest.raises(codec.WireError, match=r"OFFERS.offers\[0\]: attribute name .ra k."):
+        codec.decode(bad)
 
 
 def test_a_filter_table_an_agent_keeps_is_never_stale():

@@ -20,7 +20,7 @@ PACKAGE = ROOT / "mesoslike"
 FRAMEWORKS = ROOT / "frameworks" / "mesoslike_frameworks"
 
 #: modules of the pure core (layer 1) and the pure wire codec (layer 2)
-CORE = ["resources.py", "attributes.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire",
+CORE = ["resources.py", "attributes.py", "converted_structs.py", "errors.py", "observations.py", "fairness.py", "acl.py", "allocator", "wire",
         "messaging.py", "backoff.py", "delivery.py", "handshake_watch.py", "master/core.py",
         "master/records.py", "master/history.py", "master/operations.py", "master/reservations.py",
         "master/state.py", "master/registry.py", "master/inbox.py", "master/roles.py", "master/preemption.py",

@@ -17,13 +17,13 @@ from collections import deque
 from typing import Iterator, Mapping
 
 from mesoslike.allocator.agents import Agent
-from mesoslike.allocator.offers import Offer, OfferLayout, issue_offer
+from mesoslike.allocator.offers import Offer, issue_offer
+from mesoslike.converted_structs import made_unconverted
 from mesoslike.errors import UnknownOfferError
 from mesoslike.resources import Resources
 
 __all__ = ["OfferBook"]
 
-_new = object.__new__
 _NONE: Mapping[str, Offer] = {}
 _NO_AGENTS: dict[str, dict[str, Offer]] = {}  # read only
 
@@ -72,17 +72,11 @@ class OfferBook:
             serial += 1
             offer_id = f"{prefix}{serial}"
             # issue_offer inlined: a call an offer saved
-            offer = _new(OfferLayout)
-            offer.id = offer_id
-            offer.agent_id = agent.id
-            offer.hostname = agent.hostname
-            offer.resources = resources
-            offer.attributes = agent.attributes
-            offer.framework_id = framework_id
-            offer.__class__ = Offer  # type: ignore[assignment]
-            table[offer_id] = offer  # type: ignore[assignment]
+            offer = made_unconverted(Offer, offer_id, agent.id, agent.hostname, resources, agent.attributes,
+                                     framework_id)
+            table[offer_id] = offer
             created[offer_id] = now
-            append(offer)  # type: ignore[arg-type]
+            append(offer)
         self._serial = serial
         unfiled.extend(offers)
         if self._answered_unfiled > 1024 + len(unfiled) // 2:

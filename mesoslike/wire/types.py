@@ -19,6 +19,7 @@ import msgspec
 
 from mesoslike.allocator.offers import Offer  # the one offer model, made by the allocator (core)
 from mesoslike.attributes import check_attributes
+from mesoslike.converted_structs import ConvertedWhenMade
 from mesoslike.resources import Resources
 
 __all__ = [
@@ -59,25 +60,6 @@ class TaskState:
 
 TERMINAL_STATES = frozenset({TaskState.FINISHED, TaskState.FAILED, TaskState.KILLED, TaskState.ERROR,
                              TaskState.LOST, TaskState.DROPPED, TaskState.GONE, TaskState.GONE_BY_OPERATOR})
-
-
-class ConvertedWhenMade(msgspec.StructMeta):
-    """The metaclass of a Struct whose fields are converted and checked by
-    its ``_convert`` when it is made by a call (``TaskInfo(...)``, its
-    :meth:`replace`, unpickling, the checking decoder), not by a
-    ``__post_init__``: msgspec calls ``__post_init__`` for every struct it
-    decodes, from C into Python, but never the metaclass. What a decoded
-    one needs converted or checked is in its ``__wire_converters__`` (field
-    -> converter; ``mesoslike.wire.schema.fields`` reports them), which the
-    compiled codec runs after decoding on the fields that are not empty
-    (most tasks' URIs, labels, secrets and arguments are): one test each,
-    no call (:mod:`mesoslike.wire.compiled`). ``msgspec.structs.replace``
-    and ``msgspec.convert`` do not convert: use the class's ``replace``."""
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        made = super().__call__(*args, **kwargs)
-        made._convert()
-        return made
 
 
 class _NoItems(list):
