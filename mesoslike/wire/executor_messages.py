@@ -29,7 +29,7 @@ from typing import ClassVar
 import msgspec
 
 from mesoslike.wire.codec import Codec, frame_limit
-from mesoslike.wire.schema import Schema
+from mesoslike.wire.schema import Schema, check_length
 from mesoslike.wire.types import (MAX_FRAMEWORK_MESSAGE, MAX_MESSAGE_SIZE_CEILING, AgentInfo, ExecutorInfo,
                                   FrameworkInfo, TaskInfo, TaskStatus)
 
@@ -49,12 +49,6 @@ MAX_EXECUTOR_FRAME = frame_limit(MAX_FRAMEWORK_MESSAGE)
 SECRET_LENGTH = 64
 #: task ids one REGISTER_EXECUTOR may list
 MAX_REPORTED_TASKS = 100_000
-
-
-def _check_length(value: str | bytes | list[str], name: str, bound: int) -> None:
-    """A field's length at most ``bound`` (as attrs' ``max_len`` said it, which these messages had)."""
-    if len(value) > bound:
-        raise ValueError(f"Length of {name!r} must be <= {bound}: {len(value)}")
 
 
 class _Message(msgspec.Struct, frozen=True, gc=False):
@@ -78,8 +72,8 @@ class RegisterExecutor(_Message, frozen=True, gc=False):
     tasks: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _check_length(self.secret, "secret", SECRET_LENGTH)
-        _check_length(self.tasks, "tasks", MAX_REPORTED_TASKS)
+        check_length(self.secret, "secret", SECRET_LENGTH)
+        check_length(self.tasks, "tasks", MAX_REPORTED_TASKS)
 
 
 @EXECUTOR_SCHEMA.message
@@ -93,7 +87,7 @@ class ExecutorStatus(_Message, frozen=True, gc=False):
     status: TaskStatus
 
     def __post_init__(self) -> None:
-        _check_length(self.secret, "secret", SECRET_LENGTH)
+        check_length(self.secret, "secret", SECRET_LENGTH)
 
 
 @EXECUTOR_SCHEMA.message
@@ -105,8 +99,8 @@ class ExecutorMessage(_Message, frozen=True, gc=False):
     data: bytes
 
     def __post_init__(self) -> None:
-        _check_length(self.secret, "secret", SECRET_LENGTH)
-        _check_length(self.data, "data", MAX_MESSAGE_SIZE_CEILING)   # (the codec's frame limit is the bound)
+        check_length(self.secret, "secret", SECRET_LENGTH)
+        check_length(self.data, "data", MAX_MESSAGE_SIZE_CEILING)   # (the codec's frame limit is the bound)
 
 
 #: the messages an agent takes on its executor channel
@@ -143,7 +137,7 @@ class ExecutorFrameworkMessage(_Message, frozen=True, gc=False):
     data: bytes
 
     def __post_init__(self) -> None:
-        _check_length(self.data, "data", MAX_MESSAGE_SIZE_CEILING)   # (the codec's frame limit is the bound)
+        check_length(self.data, "data", MAX_MESSAGE_SIZE_CEILING)   # (the codec's frame limit is the bound)
 
 
 @EXECUTOR_SCHEMA.message

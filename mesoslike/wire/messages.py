@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import msgspec
 
 from mesoslike.wire import master_schema
+from mesoslike.wire.schema import check_length
 from mesoslike.wire.types import (MAX_OPERATIONS, AgentInfo, ExecutorInfo, Filters, FrameworkInfo, MasterInfo, Offer,
                                   Operation, TaskInfo, TaskStatus)
 
@@ -50,12 +51,6 @@ MAX_BATCH = 1000
 
 #: the most roles one SUBSCRIBE may name as suppressed (a framework has one role)
 MAX_SUPPRESSED_ROLES = 16
-
-
-def _check_length(items: list[Any], name: str, most: int) -> None:
-    """At most ``most`` items (the words of attrs's ``max_len``, which checked it before)."""
-    if len(items) > most:
-        raise ValueError(f"Length of {name!r} must be <= {most}: {len(items)}")
 
 
 def _check_batch(items: list[Any], name: str) -> None:
@@ -94,7 +89,7 @@ class Subscribe(msgspec.Struct, frozen=True):
     suppressed_roles: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _check_length(self.suppressed_roles, "suppressed_roles", MAX_SUPPRESSED_ROLES)
+        check_length(self.suppressed_roles, "suppressed_roles", MAX_SUPPRESSED_ROLES)
 
 
 @message
@@ -118,7 +113,7 @@ class Accept(msgspec.Struct, frozen=True):
     operations: list[Operation] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _check_length(self.operations, "operations", MAX_OPERATIONS)
+        check_length(self.operations, "operations", MAX_OPERATIONS)
 
 
 @message

@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import importlib
 import typing
-from typing import Any, Callable, Iterator, NamedTuple, TypeVar
+from typing import Any, Callable, Iterator, NamedTuple, Sized, TypeVar
 
 import attrs
 import msgspec
 
-__all__ = ["Schema", "Range", "Items", "normalizer", "is_normalizer", "is_message_class", "fields", "Field"]
+__all__ = ["Schema", "Range", "Items", "normalizer", "is_normalizer", "is_message_class", "fields", "Field",
+           "check_length"]
 
 T = TypeVar("T", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -224,6 +225,14 @@ class Schema:
 
 
 # ------------------------------------------------------------ constraints
+def check_length(value: Sized, name: str, most: int) -> None:
+    """A field's length (a string's, bytes', a list's) at most ``most``, for a
+    Struct's ``__post_init__``: ValueError in attrs' ``max_len`` words, which
+    the messages had (``Length of 'secret' must be <= 64: 65``)."""
+    if len(value) > most:
+        raise ValueError(f"Length of {name!r} must be <= {most}: {len(value)}")
+
+
 @attrs.frozen
 class Range:
     """``Annotated[int, Range(min=0)]``, ``Annotated[float, Range(0, 1)]``: a
