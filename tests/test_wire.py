@@ -217,6 +217,28 @@ def test_the_encoder_writes_what_to_plain_writes_version_and_type_first(message)
     assert CODEC._decode_compiled(encode(message)) == message
 
 
+def test_only_a_message_that_may_carry_any_value_is_walked_before_it_is_encoded():
+    """The encoder checks ``Any`` values for plain data before writing
+    (msgspec would write a set or a date no decoder takes back); a message
+    whose classes carry no ``Any`` field is written without a walk — a
+    class's other annotations (``__wire_converters__``, a ClassVar of
+    converters taking Any) are not values it carries. Counted, they had
+    every RUN_TASK, ACCEPT and OFFERS call a check for each task and offer."""
+    from mesoslike.wire import compiled
+    from mesoslike_frameworks.fuxi import protocol
+
+    from mesoslike.wire import executor_messages
+
+    for schema in (m.SCHEMA, executor_messages.EXECUTOR_SCHEMA):
+        for message_class in schema.types.values():
+            assert not compiled._holds_any(message_class), f"{message_class.__name__} carries no Any field"
+            assert compiled._encode_check(message_class) is None
+    for message_class in (protocol.Submit, protocol.Progress):   # a job's document, a unit's report: Any, walked
+        assert compiled._holds_any(message_class) and compiled._encode_check(message_class) is not None
+    with pytest.raises(WireError, match="set"):
+        protocol.CODEC.encode(protocol.Submit(1, {"job": {1, 2}}))
+
+
 def _assert_written_as_plain(written, value, path="message"):
     """``written`` (a decoded frame's part) is ``to_plain(value)`` but for
     fields left out of classes that omit defaults, at their default."""

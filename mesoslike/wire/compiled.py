@@ -368,7 +368,11 @@ def _holds_any(hint: object, seen: frozenset[type] = frozenset()) -> bool:
     if hint is Any:
         return True
     if isinstance(hint, type) and is_message_class(hint):
-        return hint not in seen and any(_holds_any(h, seen | {hint}) for h in hints(hint).values())
+        # its fields' hints only: a class's other annotations (a ClassVar such as ``__wire_converters__``,
+        # whose converters take Any) are not values it carries — counted, they had every TaskInfo, FrameworkInfo
+        # and AgentInfo checked item by item at each encoding of a message holding one (a call an item)
+        field_hints = hints(hint)
+        return hint not in seen and any(_holds_any(field_hints[f.name], seen | {hint}) for f in fields(hint))
     args: tuple[object, ...] = typing.get_args(hint)
     if typing.get_origin(hint) is Annotated:
         base, items, _ = _constraints(hint)
