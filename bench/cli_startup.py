@@ -18,12 +18,17 @@ Each figure is the median over ``--rounds`` of wall time and of CPU time
 (``-X importtime``).
 
     python bench/cli_startup.py --previous main --out bench/results/cli_startup.json
+
+``--instructions`` also counts each command's user-space instructions once
+under valgrind's callgrind (Debian's ``valgrind``): deterministic, where
+the times of a shared VM are not.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -87,11 +92,25 @@ def imported(args: list[str], env: dict[str, str], cwd: str) -> list[str]:
             and not line.rstrip().endswith("| package")]
 
 
+def instructions(args: list[str], env: dict[str, str], cwd: str) -> int:
+    """The user-space instructions of one run of ``args``, counted by
+    valgrind's callgrind: the same in every run (a few in a million), where
+    times on a shared VM move by a tenth (``--instructions``)."""
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *args],
+                          env=env, cwd=cwd, capture_output=True, text=True, check=True, timeout=600)
+    found = re.search(r"refs:\s+([\d,]+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind gave no count for {args}: {done.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--previous", metavar="REV", help="a git revision measured in the same rounds")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each command's instructions once (valgrind's callgrind)")
     options = parser.parse_args(argv)
     commit, dirty = git_state(CODE_FILES)
     previous = None if not options.previous else subprocess.run(
@@ -121,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
                 "mesoslike_modules": sorted(m for m in modules if m.startswith("mesoslike")),
                 "imports_wire_codec": "mesoslike.wire.codec" in modules,
                 "imports_zmq": "zmq" in modules})
+            if options.instructions:
+                results[-1]["instructions"] = instructions(COMMANDS[name], envs[code], scratch)
             print(f"{code:9} {name:24} wall {results[-1]['wall_ms_median']:7.1f} ms  "
                   f"cpu {results[-1]['cpu_ms_median']:7.1f} ms  {len(modules)} modules", file=sys.stderr)
     doc["results"] = results
