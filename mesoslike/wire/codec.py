@@ -88,6 +88,20 @@ class Codec:
     def decode(self, frame: bytes, max_size: int | None = None) -> Any:
         """Parse and validate one frame (of at most ``max_size`` bytes, by
         default the codec's limit); raises :class:`WireError`."""
+        if max_size is None and type(frame) is bytes and len(frame) <= self.max_message_size:
+            # the common case, in this one frame: a frame laid out as encode() writes it, of a type whose
+            # decoder is made (_compiled_decoder's lookup inlined: ~450 instructions less a frame)
+            try:
+                first = frame[0]
+                decoder = self._decoders[frame[1:10 + (frame[9] & 0x1f)] if 0x80 <= first <= 0x8f
+                                         else frame[3:12 + (frame[11] & 0x1f)] if first == 0xde else b""]
+            except (IndexError, KeyError):
+                pass   # a short frame, another layout, a type not learnt yet: below
+            else:
+                try:
+                    return decoder(frame)
+                except Exception:  # noqa: BLE001 - anything odd: the checking decoder decides and names the field
+                    return self._decode_checked(frame, self.max_message_size)
         limit = self.max_message_size if max_size is None else max_size
         if type(frame) is not bytes:
             if not isinstance(frame, (bytearray, memoryview)):
@@ -95,10 +109,10 @@ class Codec:
             frame = bytes(frame)
         if len(frame) > limit:
             raise WireError(f"frame of {len(frame)} bytes exceeds the limit of {limit}")
-        decoder = self._compiled_decoder(frame)
-        if decoder is not None:
+        learnt = self._compiled_decoder(frame)
+        if learnt is not None:
             try:
-                return decoder(frame)
+                return learnt(frame)
             except Exception:  # noqa: BLE001 - anything odd: the checking decoder decides and names the field
                 pass
         return self._decode_checked(frame, limit)
