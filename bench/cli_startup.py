@@ -94,10 +94,10 @@ def imported(args: list[str], env: dict[str, str], cwd: str) -> list[str]:
 
 def instructions(args: list[str], env: dict[str, str], cwd: str) -> int:
     """The user-space instructions of one run of ``args``, counted by
-    valgrind's callgrind: the same in every run (a few in a million), where
+    valgrind's callgrind, with one hash seed: the same in every run, where
     times on a shared VM move by a tenth (``--instructions``)."""
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *args],
-                          env=env, cwd=cwd, capture_output=True, text=True, check=True, timeout=600)
+                          env={**env, "PYTHONHASHSEED": "0"}, cwd=cwd, capture_output=True, text=True, check=True, timeout=600)
     found = re.search(r"refs:\s+([\d,]+)", done.stderr)
     if found is None:
         raise SystemExit(f"callgrind gave no count for {args}: {done.stderr[-2000:]}")

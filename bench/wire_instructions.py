@@ -6,8 +6,9 @@ messages, counted by valgrind's callgrind — this tree's codec and, with
 Why instructions: on a shared VM ``bench/wire.py``'s microseconds move by
 half from one run to the next (its STATUS_UPDATES (100) decoded in 36 and
 in 61 µs with the same code, stop 23); an instruction count is the same in
-every run (a few instructions in ten thousand), so a change of a few
-percent shows. It says nothing of cache misses or of the machine's speed:
+every run with the same hash seed (``PYTHONHASHSEED=0`` here: a random
+seed moves a small message's count by up to a quarter — its dictionaries'
+probes), so a change of a few percent shows. It says nothing of cache misses or of the machine's speed:
 read it beside ``bench/wire.py``'s times.
 
 Each figure: (instructions of a process doing the operation N times minus
@@ -62,7 +63,7 @@ def instructions(tree: Path, name: str, op: str, repeats: int) -> int:
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
                            str(Path(__file__).resolve()), "--operate", str(tree), name, op, str(repeats)],
                           cwd=tree, capture_output=True, text=True, timeout=1800,
-                          env={**os.environ, "PYTHONPATH": str(tree)})
+                          env={**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"})
     found = re.search(r"refs:\s+([\d,]+)", done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"counting {op} {name} in {tree} failed:\n{done.stderr[-3000:]}")
