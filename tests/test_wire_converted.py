@@ -1,4 +1,4 @@
-"""The value types converted when made, not when decoded (types.ConvertedWhenMade):
+"""The value types converted when made, not when decoded (mesoslike.converted_structs.ConvertedWhenMade):
 ``TaskInfo``, ``FrameworkInfo`` and ``AgentInfo`` convert and check their fields
 when one is made by a call, and the compiled codec does the same for a decoded one
 from their ``__wire_converters__`` on the fields that are not empty — so msgspec

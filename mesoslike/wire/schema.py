@@ -2,15 +2,16 @@
 constraints on field values beyond their Python types.
 
 A protocol is a :class:`Schema`: a name, a version, and the message classes
-registered with :meth:`Schema.message` — frozen attrs classes or frozen
-``msgspec.Struct`` types (the hot ones: msgspec builds and checks them in C,
-:func:`fields` reads either kind), each with a unique ``TYPE``, whose
+registered with :meth:`Schema.message` — frozen ``msgspec.Struct`` types
+(every message of the bundled protocols: msgspec builds and checks them in
+C) or frozen attrs classes (:func:`fields` reads either kind), each with a
+unique ``TYPE``, whose
 fields' type hints are the schema (no second declaration). The hints the
 codec (:mod:`mesoslike.wire.codec`) checks:
 
 - ``str``, ``int``, ``float`` (an int is accepted and made a float; NaN and
   infinities are not numbers), ``bool`` (never an int), ``bytes``;
-- ``list[T]``, ``dict[K, V]``, ``T | None``, nested attrs classes,
+- ``list[T]``, ``dict[K, V]``, ``T | None``, nested Structs (or attrs classes),
   :class:`~mesoslike.resources.Resources` (as its string);
 - ``typing.Any``: any plain value (None, bool, int, float, str, bytes, lists
   and string-keyed maps of plain values), e.g. a document;
@@ -18,14 +19,14 @@ codec (:mod:`mesoslike.wire.codec`) checks:
 - ``Annotated[list[...], Items(A, B, ...)]``: a list of exactly those items,
   in order (e.g. ``[instance, attempt]``).
 
-Values are checked beyond their types by the classes themselves: attrs
-validators and ``__attrs_post_init__`` (a Struct's ``__post_init__``) run on
-every decoded object, and so do attrs converters, unless marked
+Values are checked beyond their types by the classes themselves: a Struct's
+``__post_init__`` (an attrs class's validators and ``__attrs_post_init__``)
+runs on every decoded object, and so do an attrs class's converters, unless marked
 :func:`normalizer` (a converter that only turns what a Python caller may
 pass into the declared type, and checks nothing: a decoded value has that
 type already). A Struct has no converters: its ``__post_init__`` converts
 (``msgspec.structs.force_setattr``) and checks — or, a Struct of metaclass
-:class:`~mesoslike.wire.types.ConvertedWhenMade` (``TaskInfo``), its
+:class:`~mesoslike.converted_structs.ConvertedWhenMade` (``TaskInfo``, ``Offer``), its
 ``__wire_converters__``, run by the codec on a decoded one's non-empty fields.
 
 Pure: no I/O.
@@ -86,7 +87,7 @@ def fields(cls: type) -> tuple[Field, ...]:
     found = _FIELDS.get(cls)
     if found is None:
         if issubclass(cls, msgspec.Struct):
-            converters = getattr(cls, "__wire_converters__", {})   # (types.ConvertedWhenMade)
+            converters = getattr(cls, "__wire_converters__", {})   # (converted_structs.ConvertedWhenMade)
             found = tuple(Field(f.name, f.required, converters.get(f.name), f.encode_name == f.name)
                           for f in msgspec.structs.fields(cls))
         else:
