@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import resource
 import shlex
 import signal
@@ -71,6 +72,20 @@ def start(benchmark: str, argv: list[str] | None, code: dict) -> tuple[dict, flo
     doc = {"benchmark": benchmark, "command": command, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "machine": machine_info(), "code": code}
     return doc, time.perf_counter(), os.getloadavg()
+
+
+def callgrind_instructions(args: list[str], env: dict[str, str], cwd: str | Path, timeout: float = 1800) -> int:
+    """The user-space instructions valgrind's callgrind counts in one run of
+    this interpreter with ``args``, with one hash seed (``PYTHONHASHSEED=0``: a
+    random seed moves a small operation's count by up to a quarter — its
+    dictionaries' probes): the same count in every run, where times on a
+    shared VM move by a tenth or more. Needs ``valgrind``."""
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *args],
+                          env={**env, "PYTHONHASHSEED": "0"}, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    found = re.search(r"refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"callgrind gave no count for {args}:\n{done.stderr[-3000:]}")
+    return int(found.group(1).replace(",", ""))
 
 
 def trees(root: Path, before_tree: Path | None, doc: dict) -> dict[str, tuple[str, Path]]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
 import statistics
 import subprocess
@@ -41,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from benchlib import finish, git_state, start  # noqa: E402
+from benchlib import callgrind_instructions, finish, git_state, start  # noqa: E402
 
 CODE_FILES = ["mesoslike/__init__.py", "mesoslike/cli/__init__.py", "mesoslike/cli/options.py", "mesoslike/plugins.py",
               "frameworks/mesoslike_frameworks/command_cli.py", "frameworks/mesoslike_frameworks/command.py",
@@ -92,18 +91,6 @@ def imported(args: list[str], env: dict[str, str], cwd: str) -> list[str]:
             and not line.rstrip().endswith("| package")]
 
 
-def instructions(args: list[str], env: dict[str, str], cwd: str) -> int:
-    """The user-space instructions of one run of ``args``, counted by
-    valgrind's callgrind, with one hash seed: the same in every run, where
-    times on a shared VM move by a tenth (``--instructions``)."""
-    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *args],
-                          env={**env, "PYTHONHASHSEED": "0"}, cwd=cwd, capture_output=True, text=True, check=True, timeout=600)
-    found = re.search(r"refs:\s+([\d,]+)", done.stderr)
-    if found is None:
-        raise SystemExit(f"callgrind gave no count for {args}: {done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -141,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
                 "imports_wire_codec": "mesoslike.wire.codec" in modules,
                 "imports_zmq": "zmq" in modules})
             if options.instructions:
-                results[-1]["instructions"] = instructions(COMMANDS[name], envs[code], scratch)
+                results[-1]["instructions"] = callgrind_instructions(COMMANDS[name], envs[code], scratch, 600)
             print(f"{code:9} {name:24} wall {results[-1]['wall_ms_median']:7.1f} ms  "
                   f"cpu {results[-1]['cpu_ms_median']:7.1f} ms  {len(modules)} modules", file=sys.stderr)
     doc["results"] = results

@@ -114,6 +114,12 @@ def _set_converted(made: msgspec.Struct, name: str, value: object, convert: Call
     msgspec.structs.force_setattr(made, name, shared)
 
 
+def _made_anew(value: Any, changes: dict[str, Any]) -> Any:
+    """A new value of ``value``'s class with its fields, ``changes`` over them, made by a call: converted
+    and checked as any made so (the ``replace`` of the types whose fields are converted when made)."""
+    return type(value)(**{**{name: getattr(value, name) for name in value.__struct_fields__}, **changes})
+
+
 def _names_only(environment: Mapping[str, str]) -> str:
     return "{" + ", ".join(f"{name!r}: ..." for name in sorted(environment)) + "}"
 
@@ -219,7 +225,7 @@ class FrameworkInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWh
         """A copy with ``changes`` (fields by name); new ``labels`` and ``webui_url`` are converted and
         checked as a new framework's are."""
         if "labels" in changes or "webui_url" in changes:
-            return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+            return _made_anew(self, changes)
         return msgspec.structs.replace(self, **changes)
 
 
@@ -650,6 +656,17 @@ MAX_EXECUTOR_ID = 200
 EXECUTOR_RUN_PREFIX = "\x1bexecutor\x1b"
 
 
+def _repr_names_only(value: Any) -> str:
+    """The repr of a task or an executor (:func:`_shown`: its environments' names, never their values)."""
+    return f"{type(value).__name__}({', '.join(f'{name}={text}' for name, text in _shown(value))})"
+
+
+def _rich_repr_names_only(value: Any) -> Any:
+    """``__rich_repr__`` of a task or an executor, as its repr shows its fields."""
+    for name, text in _shown(value):
+        yield name, _Shown(text)
+
+
 class ExecutorInfo(msgspec.Struct, frozen=True):
     """A custom executor (Mesos's ``ExecutorInfo``, docs/framework-api.rst,
     "Custom executors"): a long-lived process of the framework that the
@@ -698,16 +715,13 @@ class ExecutorInfo(msgspec.Struct, frozen=True):
         """The agent's id of this executor's process run (see :data:`EXECUTOR_RUN_PREFIX`)."""
         return EXECUTOR_RUN_PREFIX + self.executor_id
 
-    def __repr__(self) -> str:
-        return f"ExecutorInfo({', '.join(f'{name}={value}' for name, value in _shown(self))})"
-
-    def __rich_repr__(self) -> Any:
-        for name, value in _shown(self):
-            yield name, _Shown(value)
+    # its repr names the environments' variables, never their values
+    __repr__ = _repr_names_only
+    __rich_repr__ = _rich_repr_names_only
 
     def replace(self, **changes: Any) -> "ExecutorInfo":
         """A copy with ``changes`` (fields by name), converted and checked as a new executor's are."""
-        return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+        return _made_anew(self, changes)
 
 
 class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metaclass=ConvertedWhenMade):
@@ -784,12 +798,9 @@ class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metacl
         if arguments or arguments is not NO_ITEMS:
             _set_converted(self, "arguments", arguments, _argument_list, NO_ITEMS)
 
-    def __repr__(self) -> str:
-        return f"TaskInfo({', '.join(f'{name}={value}' for name, value in _shown(self))})"
-
-    def __rich_repr__(self) -> Any:
-        for name, value in _shown(self):
-            yield name, _Shown(value)
+    # its repr names the environments' variables, never their values
+    __repr__ = _repr_names_only
+    __rich_repr__ = _rich_repr_names_only
 
     def replace(self, **changes: Any) -> "TaskInfo":
         """A copy with ``changes`` (fields by name), converted and checked as a new task's are."""
@@ -797,7 +808,7 @@ class TaskInfo(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, metacl
             # what _convert converts is this task's, converted already: a copy in C (0.3 µs against 2:
             # a framework makes its tasks from one, a task an instance, docs/performance.rst, ctl29o)
             return msgspec.structs.replace(self, **changes)
-        return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+        return _made_anew(self, changes)
 
 
 TaskInfo.__wire_converters__ = {"uris": _uri_list, "labels": _label_list, "environment_secrets": _secret_environment,
@@ -940,7 +951,7 @@ class TaskStatus(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
         """A copy with ``changes`` (fields by name); new ``labels`` are converted and checked as a new
         status's are."""
         if "labels" in changes:
-            return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+            return _made_anew(self, changes)
         return msgspec.structs.replace(self, **changes)
 
 
@@ -994,7 +1005,7 @@ class Operation(msgspec.Struct, frozen=True):
 
     def replace(self, **changes: Any) -> "Operation":
         """A copy with ``changes`` (fields by name), converted and checked as a new operation's are."""
-        return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+        return _made_anew(self, changes)
 
 
 def Launch(tasks: list[TaskInfo]) -> Operation:  # noqa: N802 (named as Mesos's operation)
@@ -1065,7 +1076,7 @@ class AgentInfo(msgspec.Struct, frozen=True, gc=False, metaclass=ConvertedWhenMa
         """A copy with ``changes`` (fields by name); new ``attributes`` are copied and checked as a new
         agent's are."""
         if "attributes" in changes:
-            return type(self)(**{**{name: getattr(self, name) for name in self.__struct_fields__}, **changes})
+            return _made_anew(self, changes)
         return msgspec.structs.replace(self, **changes)
 
 
