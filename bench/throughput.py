@@ -9,7 +9,11 @@
     from the first launch to the return of the callback of the last terminal
     update (the driver acknowledges it then). Baseline: the same N commands
     spawned directly by 4 threads, each command with a sandbox directory and
-    its stdout/stderr files, as the agent makes them.
+    its stdout/stderr files, as the agent makes them. Each round also says
+    how many messages the master received a task, in all and by type
+    (``master_messages_per_task_per_round``): how well the round's turns
+    shared their work, since a round of small batches costs the master,
+    the agents and the framework more CPU a task.
 ``control_plane``
     One master; K simulated agents in one process (``tests/stress_helpers.py
     agents``: real ``AgentCore`` objects speaking the agent protocol, whose
@@ -92,6 +96,7 @@ import argparse
 import contextlib
 import gc
 import os
+import re
 import shutil
 import signal
 import socket
@@ -315,6 +320,19 @@ class Cluster:
                 "agents": sum(cpu[a]["self"] for a in self.agents),
                 "agents_tasks": tasks, "shared_supervisors": supervisors, "init_servers": servers,
                 "inits_and_tasks": tasks - supervisors - servers}
+
+    def master_messages(self) -> dict[str, int]:
+        """The master's messages received so far (its ``/metrics``): ``total``
+        (``messages_received_total``) and each kind it handled on its loop
+        (``message_handling_seconds_count`` by type)."""
+        with urllib.request.urlopen(self.http + "/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+        found = re.search(r"^mesoslike_messages_received_total (\S+)$", text, re.MULTILINE)
+        if found is None:
+            raise RuntimeError("the master's /metrics has no messages_received_total")
+        kinds = {kind: int(float(count)) for kind, count in re.findall(
+            r'^mesoslike_message_handling_seconds_count\{type="(\w+)"\} (\S+)$', text, re.MULTILINE)}
+        return {"total": int(float(found.group(1))), **kinds}
 
     def peak_rss(self) -> dict[str, int]:
         return {"master": peak_rss_bytes(self.procs.procs[self.master].pid),
@@ -603,6 +621,7 @@ class RealAgentsRounds:
         self.baseline: list[float] = []
         self.cpus: list[dict[str, float]] = []
         self.machine: list[dict[str, float]] = []
+        self.master_messages: list[dict[str, float]] = []
         self.peers: dict[str, list[float]] = ({f"slurm_{name}": [] for name in slurm_peer.CONFIGURATIONS}
                                               if slurm else {})
 
@@ -615,7 +634,7 @@ class RealAgentsRounds:
                 self.slurm.reconfigure(name)
                 self.peers[f"slurm_{name}"].append(tasks / self.slurm.run_array(tasks))
             log(f"slurm round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f} tasks/s" for k, v in self.peers.items()))
-        before = self.cluster.cpu()
+        before, frames_before = self.cluster.cpu(), self.cluster.master_messages()
         with MachineShare(self.cluster) as machine:
             result = run_frameworks(self.cluster.address, tasks, 1, "cpus:0.1;mem:16")
         cpu = cpu_delta(before, self.cluster.cpu())
@@ -623,8 +642,14 @@ class RealAgentsRounds:
         self.cpus.append(cpu)
         self.machine.append(machine.result)
         self.rates.append(tasks / result["seconds"])
+        # the master's messages a task (frames received: a batch of updates or acknowledgements is one): how
+        # well the round's turns shared their work (a round of small batches costs every process more CPU)
+        frames_after = self.cluster.master_messages()
+        self.master_messages.append({kind: round((count - frames_before.get(kind, 0)) / tasks, 3)
+                                     for kind, count in frames_after.items() if count > frames_before.get(kind, 0)})
         log(f"real agents round {r + 1}: {self.rates[-1]:.0f} tasks/s (spawning directly {self.baseline[-1]:.0f}/s), "
-            f"cpu {cpu}, failed {result['failed']}, machine {machine.result}")
+            f"cpu {cpu}, master messages a task {self.master_messages[-1]}, failed {result['failed']}, "
+            f"machine {machine.result}")
 
     def result(self) -> dict:
         tasks, rates, baseline, cpus, peers = self.tasks, self.rates, self.baseline, self.cpus, self.peers
@@ -633,7 +658,8 @@ class RealAgentsRounds:
         per_task = {key: spread([1000 * cpu[key] / tasks for cpu in cpus], 3) for key in cpus[0]}
         result = {"tasks": tasks, "agents": len(self.cluster.agents), "tasks_per_s": spread(rates),
                   "baseline_spawn_per_s": spread(baseline), "ratio_to_baseline": spread([100 * x for x in ratios]),
-                  "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task, "machine_per_round": self.machine}
+                  "cpu_s_per_round": cpus, "cpu_ms_per_task": per_task, "machine_per_round": self.machine,
+                  "master_messages_per_task_per_round": self.master_messages}
         if peers:
             result["peers"] = {name: {"tasks_per_s": spread(values),
                                       "ratio_to_baseline": spread([100 * a / b for a, b in zip(values, baseline)]),
