@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 
-import attrs
+import msgspec
 
 __all__ = ["Backoff"]
 
@@ -26,8 +26,7 @@ __all__ = ["Backoff"]
 _MAX_DOUBLINGS = 1000
 
 
-@attrs.frozen
-class Backoff:
+class Backoff(msgspec.Struct, frozen=True):
     """Delays ``initial`` doubling up to ``maximum`` (seconds; ``maximum`` may
     be ``math.inf``); with ``jitter`` each is drawn from ``[(1 - jitter) x d, d]``
     so that many peers that lost one master do not retry in lockstep.
@@ -39,7 +38,7 @@ class Backoff:
     maximum: float = 10.0
     jitter: float = 0.5
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         if not 0 < self.initial <= self.maximum:
             raise ValueError(f"need 0 < initial <= maximum, got {self.initial!r}, {self.maximum!r}")
         if not 0 <= self.jitter < 1:

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import attrs
+import msgspec
 
 from mesoslike.errors import ConfigError
 from mesoslike.transport import CurveKeys, check_secret_file_mode, load_public_key, new_certificate
 
 if TYPE_CHECKING:   # loaded on first use (__getattr__ below): a client (`mesoslike run`) reads no ACLs
     from mesoslike.acl import Credentials, Refused
+
+    _CredentialsField = Credentials
+else:
+    # the type of LocalKeys.credentials where its hints are resolved at run time: a Struct's signature
+    # (inspect.signature, help()) resolves them in this module's globals, where Credentials is not until
+    # first used (a NameError); naming it must not load the ACLs
+    _CredentialsField = object
 
 __all__ = ["Credentials", "Refused", "load_credentials", "parse_credentials", "load_keys", "load_master_key",
            "client_keys",
@@ -131,8 +138,7 @@ def client_keys(key: str | None, master_key: str | None, *, server_env: str = MA
     return load_keys(key), load_master_key(master_key)
 
 
-@attrs.frozen
-class LocalKeys:
+class LocalKeys(msgspec.Struct, frozen=True):
     """What ``mesoslike local`` made under ``<work-dir>/keys`` (see
     :func:`local_keys`): the master's pair, one pair per agent, the client's
     pair, the credentials file and the operator token."""
@@ -142,10 +148,21 @@ class LocalKeys:
     agents: tuple[CurveKeys, ...]
     client_secret: str          #: path of the client's secret certificate (MESOSLIKE_KEY)
     master_public: str          #: path of the master's public certificate (MESOSLIKE_MASTER_KEY)
-    credentials: Credentials
-    token: str = attrs.field(repr=False)
-    #: the ``client`` principal's HTTP secret (Mesos's v1 APIs: pymesos's ``principal="client", secret=...``)
-    client_token: str = attrs.field(repr=False, default="")
+    credentials: _CredentialsField   # a Credentials (see _CredentialsField)
+    #: the operator's token: never in a repr (below)
+    token: str
+    #: the ``client`` principal's HTTP secret (Mesos's v1 APIs: pymesos's ``principal="client", secret=...``);
+    #: never in a repr
+    client_token: str = ""
+
+    def __repr__(self) -> str:
+        # a Struct's repr shows every field: the two tokens are left out (they are secrets, and a repr ends
+        # up in logs), as the attrs class's ``repr=False`` left them out
+        return f"LocalKeys({', '.join(f'{name}={value!r}' for name, value in self.__rich_repr__())})"
+
+    def __rich_repr__(self) -> Any:
+        for name in ("directory", "master", "agents", "client_secret", "master_public", "credentials"):
+            yield name, getattr(self, name)
 
     def client_environment(self) -> dict[str, str]:
         """What a client of the cluster needs in its environment. A Fuxi

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from typing import Iterable, Mapping
 
-import attrs
+import msgspec
 
 __all__ = ["NOTICE", "Histogram", "LabelledHistograms", "Metric", "LATENCY_BUCKETS", "QUICK_BUCKETS", "metric"]
 
@@ -91,17 +91,30 @@ class LabelledHistograms:
 Value = float | int | Histogram
 
 
-@attrs.frozen
-class Metric:
+#: the kinds a :class:`Metric` may be
+_KINDS = ("counter", "gauge", "histogram")
+
+
+class Metric(msgspec.Struct, frozen=True):
     """One metric family: ``name`` (without the exposition's prefix; a
     counter's ends in ``_total``), ``kind`` (counter, gauge, histogram),
     ``help`` and ``samples`` — (labels, value) pairs, every sample with the
     same label names."""
 
     name: str
-    kind: str = attrs.field(validator=attrs.validators.in_(("counter", "gauge", "histogram")))
+    #: counter, gauge or histogram (checked when made)
+    kind: str
     help: str
     samples: tuple[tuple[Mapping[str, str], Value], ...]
+
+    def __post_init__(self) -> None:
+        # what attrs's ``in_`` validator checked, with its message
+        try:
+            known = self.kind in _KINDS
+        except TypeError:   # a value whose == refuses a str
+            known = False
+        if not known:
+            raise ValueError(f"'kind' must be in {_KINDS!r} (got {self.kind!r})")
 
     @property
     def label_names(self) -> tuple[str, ...]:

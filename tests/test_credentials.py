@@ -1,13 +1,14 @@
 """Issue 13 §2, §4: the credentials file and its ACLs (the contract's shape)."""
 
+import inspect
 import os
 
 import pytest
 
 from mesoslike.acl import Refused
-from mesoslike.credentials import load_credentials
+from mesoslike.credentials import LocalKeys, load_credentials
 from mesoslike.errors import ConfigError
-from mesoslike.transport import load_certificate, new_certificate
+from mesoslike.transport import CurveKeys, load_certificate, new_certificate
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -122,3 +123,20 @@ def test_a_file_with_tokens_must_be_private(credentials_file):
     os.chmod(credentials_file, 0o644)
     with pytest.raises(ConfigError, match="must be 0600"):
         load_credentials(str(credentials_file))
+
+
+def test_local_keys_never_show_their_tokens():
+    pair = CurveKeys.generate()
+    keys = LocalKeys("/keys", pair, (pair,), "/keys/client.key_secret", "/keys/master.key", "CREDENTIALS",
+                     "operator-s3cret", "client-s3cret")
+    shown = repr(keys) + repr(list(keys.__rich_repr__()))
+    assert "s3cret" not in shown and "CREDENTIALS" in shown and repr(keys).startswith("LocalKeys(directory='/keys', ")
+    assert keys.client_environment()["MESOSLIKE_TOKEN"] == "operator-s3cret"
+    # the tokens are part of its equality, as any field
+    assert keys == LocalKeys(*(getattr(keys, name) for name in LocalKeys.__struct_fields__))
+    assert keys != LocalKeys("/keys", pair, (pair,), "/keys/client.key_secret", "/keys/master.key", "CREDENTIALS",
+                             "operator-s3cret")
+    with pytest.raises(AttributeError):
+        keys.token = "other"   # type: ignore[misc]
+    # its signature (help(), the docs) resolves without the ACLs' module loaded
+    assert list(inspect.signature(LocalKeys).parameters)[-2:] == ["token", "client_token"]

@@ -90,6 +90,22 @@ def test_zk_url_is_a_frozen_value():
         url.path = "/other"
 
 
+def test_the_auth_is_no_part_of_a_zk_urls_equality_hash_or_repr(tmp_path):
+    # a password never reaches a log (repr, rich's repr), and a URL with credentials is the URL without them
+    secret = tmp_path / "zk.auth"
+    secret.write_text("master:s3cret\n")
+    secret.chmod(0o600)
+    plain = ZkUrl.parse("zk://h:2181/m")
+    authed = plain.with_auth_file(str(secret))
+    assert authed.auth == ("master", "s3cret") and plain.auth is None
+    assert authed == plain and not authed != plain and hash(authed) == hash(plain)
+    assert authed != ZkUrl("h:2181", "/other", ("master", "s3cret")) and authed != "zk://h:2181/m"
+    assert repr(authed) == repr(plain) == "ZkUrl(hosts='h:2181', path='/m')"
+    assert "s3cret" not in repr(list(authed.__rich_repr__()))
+    with pytest.raises(AttributeError):
+        authed.auth = None
+
+
 def test_is_zk_url_routes_by_scheme_only():
     # a malformed zk:// URL still routes to ZkUrl.parse, whose error says what is wrong
     assert is_zk_url("zk://nonsense")

@@ -28,7 +28,6 @@ import random
 from collections import deque
 from typing import Any, Callable, Iterable, Union
 
-import attrs
 import msgspec
 
 from mesoslike.backoff import Backoff
@@ -112,14 +111,12 @@ class InvokeUpdates(msgspec.Struct, frozen=True):
     statuses: list
 
 
-@attrs.frozen
-class Reconnect:
+class Reconnect(msgspec.Struct, frozen=True):
     """Close the connection and open a fresh one, discarding what the old one
     still queues (stale SUBSCRIBEs and heartbeats for a master that is gone)."""
 
 
-@attrs.frozen
-class Shutdown:
+class Shutdown(msgspec.Struct, frozen=True):
     """End the session once the callbacks queued before this command have
     run; ``aborted`` when the driver did not stop on request."""
 

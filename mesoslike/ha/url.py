@@ -8,8 +8,9 @@ address without importing either edge. Every malformed address raises
 from __future__ import annotations
 
 import re
+from typing import Any
 
-import attrs
+import msgspec
 
 from mesoslike.errors import ConfigError
 from mesoslike.secret_files import check_secret_file_mode
@@ -30,8 +31,7 @@ _BRACKETED_IPV6 = re.compile(r"\[[0-9A-Fa-f:.]+\]")
 _BAD_PATH_CHARACTER = re.compile(r"[\x00-\x20\x7f]")
 
 
-@attrs.frozen
-class ZkUrl:
+class ZkUrl(msgspec.Struct, frozen=True):
     """A parsed ``zk://`` URL: the ensemble's connect string and the group path.
 
     ``hosts`` is kazoo's connect string (``"h1:2181,h2:2181"``, no chroot);
@@ -43,7 +43,30 @@ class ZkUrl:
     #: digest credentials (user, password) of a master (``--zk-auth FILE``):
     #: it authenticates, and what it creates only masters may change; others
     #: (agents, frameworks) read (docs/security.rst). Not part of the URL's text.
-    auth: tuple[str, str] | None = attrs.field(default=None, eq=False, repr=False)
+    #: Nor of its equality, hash or repr (a password must never reach a log):
+    #: a Struct compares, hashes and shows every field, so the three are
+    #: written out below, over ``hosts`` and ``path`` only.
+    auth: tuple[str, str] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, ZkUrl)
+        return (self.hosts, self.path) == (other.hosts, other.path)
+
+    def __ne__(self, other: object) -> bool:   # stated, not left to the Struct's own (every field)
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash((self.hosts, self.path))
+
+    def __repr__(self) -> str:
+        return f"ZkUrl(hosts={self.hosts!r}, path={self.path!r})"
+
+    def __rich_repr__(self) -> Any:
+        yield "hosts", self.hosts
+        yield "path", self.path
 
     def with_auth_file(self, path: str) -> ZkUrl:
         """This URL with the digest credentials of ``path`` (one line
@@ -57,7 +80,7 @@ class ZkUrl:
         user, sep, password = text.partition(":")
         if not sep or not user or not password or "\n" in text:
             raise ConfigError(f"the ZooKeeper auth file {path} must hold one line USER:PASSWORD")
-        return attrs.evolve(self, auth=(user, password))
+        return msgspec.structs.replace(self, auth=(user, password))
 
     def __str__(self) -> str:
         return f"{ZK_SCHEME}{self.hosts}{self.path}"
