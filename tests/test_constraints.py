@@ -110,3 +110,29 @@ def test_typed_attribute_values_compare_as_their_mesos_text():
     placements = Placements([Constraint("ports", "CLUSTER", "[1000-2000]"), Constraint("level", "LIKE", "[3-5]")])
     assert placements.refusing("h", {"ports": "[1000-2000]", "level": "4"}) is None
     assert placements.refusing("h", {"ports": "[1000-2001]", "level": "4"}) is not None
+
+
+def test_a_constraint_is_a_frozen_value_of_its_three_fields_its_pattern_kept_beside_them():
+    # a plain class with __slots__ (an attrs class before): compared, hashed and shown by field, operator
+    # and value; the compiled pattern out of all three, and copies made anew (their pattern compiled)
+    import copy
+    import pickle
+
+    like = Constraint("rack", "LIKE", "r[12]")
+    assert like == Constraint(field="rack", operator="LIKE", value="r[12]") and like != Constraint("rack", "LIKE", "r1")
+    assert hash(like) == hash(Constraint.parse("rack:LIKE:r[12]")) and like.__eq__("rack:LIKE:r[12]") is NotImplemented
+    assert repr(like) == "Constraint(field='rack', operator='LIKE', value='r[12]')"
+    assert repr(Constraint("hostname", "UNIQUE")) == "Constraint(field='hostname', operator='UNIQUE', value='')"
+    for name in ("field", "value", "_pattern"):
+        with pytest.raises(AttributeError):
+            setattr(like, name, "x")
+        with pytest.raises(AttributeError):
+            delattr(like, name)
+    for copied in (copy.copy(like), copy.deepcopy(like), pickle.loads(pickle.dumps(like))):
+        assert copied == like and copied.accepts("r2", {}) and not copied.accepts("r3", {})
+    assert Constraint("hostname", "UNIQUE")._pattern is None and like._pattern.pattern == "r[12]"
+    match like:
+        case Constraint(field, operator, value):
+            assert (field, operator, value) == ("rack", "LIKE", "r[12]")
+    with pytest.raises(TypeError):
+        Constraint("rack", "LIKE", "r1", "extra")   # (the pattern is not a parameter)

@@ -442,3 +442,37 @@ def test_a_converter_runs_on_a_decoded_empty_list_only_if_it_might_refuse_or_cha
     with pytest.raises(ValueError):
         decoder(Refuses)(msgpack.packb({"items": []}))
     assert decoder(Refuses)(msgpack.packb({"items": ["a"]})).items == ["a"]
+
+
+def test_a_converter_taking_the_instance_is_refused_and_attrs_classes_probe_msgspec_when_first_compiled():
+    # attrs is imported by the compiled codec only for an attrs class (a client's classes are all Structs):
+    # its Converter class is looked up in the loaded attrs, and its validators probed once, lazily
+    import attrs
+
+    from mesoslike.wire import compiled
+
+    def with_instance(value, instance):
+        return list(value)
+
+    @attrs.frozen
+    class TakesInstance:
+        items: list[str] = attrs.field(converter=attrs.Converter(with_instance, takes_self=True), factory=list)
+
+    compiled._refuse_an_old_msgspec_for_attrs.cache_clear()
+    with pytest.raises(TypeError, match="a converter that takes the instance"):
+        compiled.decoder(TakesInstance)
+    assert compiled._refuse_an_old_msgspec_for_attrs.cache_info().misses == 1
+
+
+def test_the_wire_modules_import_no_attrs():
+    # attrs costs a client ~20 ms of its start: the codec, the value types and the allocator's values
+    # tell an attrs class by its __attrs_attrs__ and import attrs only to take one apart
+    import subprocess
+    import sys
+
+    modules = ("mesoslike.wire.schema", "mesoslike.wire.compiled", "mesoslike.wire.codec", "mesoslike.attributes",
+               "mesoslike.allocator.offers", "mesoslike.wire.types", "mesoslike_frameworks.constraints")
+    out = subprocess.run([sys.executable, "-c", f"import sys\nfor m in {modules!r}: __import__(m)\n"
+                          "print(sorted(m for m in ('attr', 'attrs') if m in sys.modules))"],
+                         capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Mapping
 
-import attrs
 import msgspec
 
 from mesoslike.attributes import Attribute, check_attributes, typed_attributes
@@ -99,10 +98,13 @@ class RescindReason:
     OPERATOR = "operator"
 
 
-@attrs.frozen(slots=True)
-class Rescind:
+class Rescind(msgspec.Struct, frozen=True, gc=False):
     """An offer the allocator rescinded; its resources are already back in
-    the pool, and the framework should be told (``offer_rescinded``)."""
+    the pool, and the framework should be told (``offer_rescinded``).
+
+    A frozen ``msgspec.Struct`` (an attrs class before: the same fields,
+    equality, hash and repr, without importing attrs; out of the
+    collector's passes: an offer and a string hold no cycles)."""
 
     offer: Offer
     reason: str
@@ -112,9 +114,13 @@ def _frozen_map(value: Mapping) -> Mapping:
     return MappingProxyType(dict(value))
 
 
-@attrs.frozen
-class AllocatorStatistics:
-    """A frozen snapshot of the allocator's counters and shares."""
+class AllocatorStatistics(msgspec.Struct, frozen=True):
+    """A frozen snapshot of the allocator's counters and shares.
+
+    A frozen ``msgspec.Struct`` (an attrs class before: the same fields,
+    positional order, equality and repr, without importing attrs). The maps
+    are made read-only copies (``MappingProxyType``) by ``__post_init__``,
+    as attrs's converters did, defaults included."""
 
     cycles: int
     offers_made: int
@@ -130,11 +136,15 @@ class AllocatorStatistics:
     last_cycle_offers: int
     total: Resources
     allocated: Resources
-    role_shares: Mapping[str, float] = attrs.field(converter=_frozen_map)
-    framework_shares: Mapping[str, float] = attrs.field(converter=_frozen_map)
+    role_shares: Mapping[str, float]
+    framework_shares: Mapping[str, float]
     #: reservations by the role they are for, static and dynamic (whose kinds name the reserving
     #: principal): ``{"analytics": cpus(analytics):4;cpus(analytics,alice):2;...}``
-    reserved: Mapping[str, Resources] = attrs.field(factory=dict, converter=_frozen_map)
+    reserved: Mapping[str, Resources] = msgspec.field(default_factory=dict)
     #: what the frameworks of each role hold (offered + used), reserved kinds
     #: kept apart: ``.reserved()`` / ``.unreserved()`` split it
-    role_allocated: Mapping[str, Resources] = attrs.field(factory=dict, converter=_frozen_map)
+    role_allocated: Mapping[str, Resources] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("role_shares", "framework_shares", "reserved", "role_allocated"):
+            msgspec.structs.force_setattr(self, name, _frozen_map(getattr(self, name)))

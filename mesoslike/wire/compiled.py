@@ -44,18 +44,18 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
 from functools import lru_cache
 from typing import Annotated, Any, Callable
 
-import attrs
 import msgspec
 
 from mesoslike.resources import Resources
 from mesoslike.wire.checking import (KEPT_PARSES, MAX_LIST_LENGTH, _constraints, hints, kept_with_the_parses,
                                      note_parsed, parse_resources, plain_converter, reject)
-from mesoslike.wire.schema import fields, is_message_class, is_normalizer
+from mesoslike.wire.schema import fields, is_attrs_class, is_message_class, is_normalizer
 
 __all__ = ["decoder", "encoder", "frame_head", "RESERVED_FIELDS"]
 
@@ -90,24 +90,48 @@ def _encode_hook(value: object) -> object:
 _ENCODER = msgspec.msgpack.Encoder(enc_hook=_encode_hook)
 
 
-@attrs.frozen
-class _Probe:
-    checked: int = attrs.field(validator=attrs.validators.ge(0))
+class _Probe(msgspec.Struct, frozen=True, gc=False):
+    checked: int = 0
+
+    def __post_init__(self) -> None:
+        if self.checked < 0:   # (what attrs.validators.ge(0) refused, in its words)
+            raise ValueError(f"'checked' must be >= 0: {self.checked}")
 
 
 def _refuse_an_old_msgspec() -> None:
-    """The value types' checks are attrs validators and ``__attrs_post_init__``:
-    a msgspec that did not run validators (they came in its 0.18 series)
-    would let what they refuse in. Refuse to run with one rather than decode
-    unchecked."""
+    """The value types' checks are a Struct's ``__post_init__`` (and an attrs
+    class's validators and ``__attrs_post_init__``: :func:`_refuse_an_old_msgspec_for_attrs`):
+    a msgspec that did not run them would let what they refuse in. Refuse to
+    run with one rather than decode unchecked."""
     try:
         msgspec.msgpack.decode(b"\x81\xa7checked\xff", type=_Probe)   # {"checked": -1}
     except msgspec.ValidationError:
         return
-    raise ImportError(f"msgspec {msgspec.__version__} does not run attrs validators: mesoslike needs msgspec >= 0.18.6")
+    raise ImportError(f"msgspec {msgspec.__version__} does not run __post_init__: mesoslike needs msgspec >= 0.18.6")
 
 
 _refuse_an_old_msgspec()
+
+
+@lru_cache(maxsize=None)
+def _refuse_an_old_msgspec_for_attrs() -> None:
+    """As :func:`_refuse_an_old_msgspec`, for attrs validators (they came in
+    msgspec's 0.18 series): checked when the codec first takes an attrs
+    class apart, not at import — attrs, which the probe is made with, is
+    imported only by a process that has attrs classes (~20 ms of a client's
+    start, whose classes are all Structs). Raises ImportError (the codec
+    then decodes that class with the checking decoder only)."""
+    import attrs
+
+    @attrs.frozen
+    class _AttrsProbe:
+        checked: int = attrs.field(validator=attrs.validators.ge(0))
+
+    try:
+        msgspec.msgpack.decode(b"\x81\xa7checked\xff", type=_AttrsProbe)   # {"checked": -1}
+    except msgspec.ValidationError:
+        return
+    raise ImportError(f"msgspec {msgspec.__version__} does not run attrs validators: mesoslike needs msgspec >= 0.18.6")
 
 
 # ---------------------------------------------------------------- decoding
@@ -153,12 +177,18 @@ def _object_checks(cls: type, var: str, env: dict[str, object], outer: tuple[typ
     (``outer``: the classes being expanded, whose checks a nested object of
     the same class calls instead of inlining them)."""
     lines: list[str] = []
+    if is_attrs_class(cls):
+        _refuse_an_old_msgspec_for_attrs()
+    # a converter of attrs's Converter class (one that takes the instance) can only be an attrs class's,
+    # made with attrs imported (its ``attr`` package, which ``attrs`` re-exports): without it in the process
+    # there is none, and it is not imported to ask
+    converter_class = getattr(sys.modules.get("attr"), "Converter", None)
     field_hints = hints(cls)
     for field in fields(cls):
         value = _name(env, "v", None)
         checks, rebinds = _checks(field_hints[field.name], value, env, outer)
         converter = field.converter
-        if isinstance(converter, attrs.Converter):
+        if converter_class is not None and isinstance(converter, converter_class):
             raise TypeError(f"{cls.__name__}.{field.name}: a converter that takes the instance")
         converts = converter is not None and not is_normalizer(converter)
         if not checks and not converts:

@@ -38,11 +38,10 @@ import importlib
 import typing
 from typing import Any, Callable, Iterator, NamedTuple, Sized, TypeVar
 
-import attrs
 import msgspec
 
-__all__ = ["Schema", "Range", "Items", "normalizer", "is_normalizer", "is_message_class", "fields", "Field",
-           "check_length"]
+__all__ = ["Schema", "Range", "Items", "normalizer", "is_normalizer", "is_message_class", "is_attrs_class", "fields",
+           "Field", "check_length"]
 
 T = TypeVar("T", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,9 +76,15 @@ class Field(NamedTuple):
     by_name: bool
 
 
+def is_attrs_class(cls: object) -> bool:
+    """Whether ``cls`` is an attrs class — told without importing attrs (~20 ms of a client's start,
+    which has none): every attrs class has its fields in ``__attrs_attrs__`` (what ``attrs.has`` reads)."""
+    return isinstance(cls, type) and getattr(cls, "__attrs_attrs__", None) is not None
+
+
 def is_message_class(cls: object) -> bool:
     """Whether ``cls`` is a class the codec takes apart: an attrs class or a ``msgspec.Struct``."""
-    return isinstance(cls, type) and (issubclass(cls, msgspec.Struct) or attrs.has(cls))
+    return isinstance(cls, type) and (issubclass(cls, msgspec.Struct) or is_attrs_class(cls))
 
 
 def fields(cls: type) -> tuple[Field, ...]:
@@ -91,6 +96,9 @@ def fields(cls: type) -> tuple[Field, ...]:
             found = tuple(Field(f.name, f.required, converters.get(f.name), f.encode_name == f.name)
                           for f in msgspec.structs.fields(cls))
         else:
+            # an attrs class: attrs is imported already (its module made the class), so importing it here
+            # costs nothing — and a process whose classes are all Structs never imports it
+            import attrs
             found = tuple(Field(f.name, f.default is attrs.NOTHING, f.converter,
                                 f.init and (f.alias or f.name) == f.name) for f in attrs.fields(typing.cast(Any, cls)))
         _FIELDS[cls] = found
@@ -234,10 +242,12 @@ def check_length(value: Sized, name: str, most: int) -> None:
         raise ValueError(f"Length of {name!r} must be <= {most}: {len(value)}")
 
 
-@attrs.frozen
-class Range:
+class Range(msgspec.Struct, frozen=True, gc=False):
     """``Annotated[int, Range(min=0)]``, ``Annotated[float, Range(0, 1)]``: a
-    number within inclusive bounds (None: unbounded)."""
+    number within inclusive bounds (None: unbounded).
+
+    A frozen ``msgspec.Struct`` (an attrs class before: the same
+    constructor, equality, hash and repr, without importing attrs)."""
 
     min: float | None = None
     max: float | None = None
