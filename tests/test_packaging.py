@@ -174,6 +174,15 @@ def test_a_framework_does_not_load_the_allocators_policies():
     assert out[-1] == "['mesoslike.allocator.offers']", out
 
 
+def test_a_framework_does_not_import_attrs():
+    # every value type on a framework's path is a msgspec Struct (or a plain class): attrs, ~20 ms of
+    # every client's start, is the master's, the agent's and the Fuxi scheduler's alone
+    probe = ("import sys\nimport mesoslike.driver.driver, mesoslike_frameworks.command\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('attr', 'attrs')))")
+    out = probed(probe)
+    assert out[-1] == "[]", out
+
+
 def test_every_public_name_of_the_allocator_loads_on_first_use():
     import mesoslike.allocator as allocator
 
