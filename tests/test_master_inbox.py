@@ -96,3 +96,70 @@ def test_add_says_when_a_registration_was_dropped_as_a_repeat():
     assert inbox.add(b"a", b"reg2") is True    # a different registration is kept
     assert inbox.add(b"b", b"reg1") is True    # another peer's
     assert inbox.add(b"a", b"pong") is True
+
+
+def test_the_inbox_counts_the_bytes_it_holds():
+    inbox = Inbox()
+    bad = WireError("expected one frame, got 2")
+    inbox.add(b"fw", SUB)
+    inbox.add(b"a1", REG)
+    inbox.add(b"a1", REG)           # a repeat, dropped: not held
+    inbox.add(None, bad)            # an error counts one
+    assert inbox.bytes == len(SUB) + len(REG) + 1
+    inbox.take(1)
+    assert inbox.bytes == len(REG) + 1
+    inbox.take(10)
+    assert inbox.bytes == 0 and len(inbox) == 0
+    inbox.add(b"fw", SUB)
+    inbox.clear()
+    assert inbox.bytes == 0
+
+
+@pytest.mark.parametrize("bound", ["frames", "bytes"])
+def test_a_peer_sending_faster_than_the_master_handles_fills_the_socket_not_the_master(monkeypatch, bound):
+    # the master takes nothing more from its socket while its inbox is at its bound (in frames or in bytes):
+    # a flood waits in ZeroMQ's queues, which push back on the sender, and every frame is still handled
+    import mesoslike.master.runtime as runtime_module
+    from mesoslike.master.runtime import MasterRuntime
+    from mesoslike.master.settings import MasterSettings
+    from mesoslike.transport import Client
+    from waiting import wait_until
+
+    frame, count = b"x" * 512, 1500   # each answered ERROR (bad message): cheap to handle
+    monkeypatch.setattr(runtime_module, "_BATCH", 50)
+    if bound == "frames":
+        monkeypatch.setattr(runtime_module, "_INBOX_FRAMES", 100)
+    else:
+        monkeypatch.setattr(runtime_module, "_INBOX_BYTES", 40 * len(frame))
+    runtime = MasterRuntime(MasterSettings(address="tcp://127.0.0.1:0", http_port=None))
+    held = {"frames": 0, "bytes": 0}
+    inbox, add = runtime._inbox, runtime._inbox.add
+
+    def noting(peer, received):
+        kept = add(peer, received)
+        held["frames"], held["bytes"] = max(held["frames"], len(inbox)), max(held["bytes"], inbox.bytes)
+        return kept
+    inbox.add = noting   # type: ignore[method-assign]
+    runtime.start()
+    try:
+        with Client(runtime.address) as peer:
+            for i in range(count):
+                assert peer.send_frame(frame)
+                if i % 100 == 99:   # read the answers, as a peer would
+                    peer.wait(0.0)
+                    list(peer.receive_frames())
+
+            def handled() -> bool:
+                peer.wait(0.0)
+                list(peer.receive_frames())
+                with runtime._lock:
+                    return runtime.core.counters["bad_messages"] >= count
+            wait_until(handled, 20, f"the master to handle all {count} frames")
+        with runtime._lock:
+            assert runtime.core.counters["bad_messages"] == count   # none dropped
+        if bound == "frames":
+            assert 50 <= held["frames"] <= 100, held   # it filled, and never past its bound
+        else:
+            assert 20 * len(frame) <= held["bytes"] <= 40 * len(frame), held
+    finally:
+        runtime.stop()

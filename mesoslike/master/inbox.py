@@ -17,6 +17,12 @@ takes what is waiting and hands it out with registrations last:
   100,000 registrations would otherwise hold — and handle — every retry.
   The one waiting gets the answer the agent waits for.
 
+It counts the frames and bytes it holds (``len``, :attr:`Inbox.bytes`):
+the runtime takes nothing more from its socket while either is at its
+bound, so a peer that sends faster than the master handles fills the
+socket's queues (ZeroMQ's back-pressure, fair between peers) and not the
+master's memory.
+
 Pure: no sockets, no clock. O(1) per frame (a duplicate costs one
 comparison of bytes).
 """
@@ -52,6 +58,8 @@ class Inbox:
         self._registration: dict[bytes | None, bytes] = {}
         #: registrations dropped as repeats of one waiting
         self.duplicates = 0
+        #: the bytes of the frames held (an error counts one)
+        self.bytes = 0
 
     def __len__(self) -> int:
         return len(self._urgent) + len(self._deferred)
@@ -76,6 +84,7 @@ class Inbox:
                 self._registration[peer] = frame
         else:
             self._urgent.append((peer, frame))
+        self.bytes += _size(frame)
         return True
 
     def take(self, limit: int, max_bytes: int | None = None) -> list[Item]:
@@ -88,10 +97,13 @@ class Inbox:
         budget = max_bytes if max_bytes is not None else math.inf
         while self._urgent and len(out) < limit and budget > 0:
             item = self._urgent.popleft()
-            budget -= _size(item[1])
+            size = _size(item[1])
+            budget -= size
+            self.bytes -= size
             out.append(item)
         while self._deferred and len(out) < limit:
             item = self._deferred.popleft()
+            self.bytes -= _size(item[1])
             left = self._waiting[item[0]] - 1
             if left:
                 self._waiting[item[0]] = left
@@ -103,6 +115,7 @@ class Inbox:
         return out
 
     def clear(self) -> None:
+        self.bytes = 0
         self._urgent.clear()
         self._deferred.clear()
         self._waiting.clear()

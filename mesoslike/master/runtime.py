@@ -117,6 +117,13 @@ _SPACED_TURN_FRAMES = 2
 _SETTLED_A_TURN = 1000
 #: frames taken from the socket into the inbox per turn (not decoded: cheap)
 _RECEIVE_LIMIT = 20_000
+#: the most the inbox holds, in frames and in bytes: at either, nothing more is taken from the socket until
+#: turns have handled some, so a peer sending faster than the master handles fills ZeroMQ's queues (which
+#: push back on it and are read fairly between peers) instead of the master's memory; nothing is dropped.
+#: 20,000 frames are ten turns of _BATCH; 64 MiB are 256 turns of _TURN_BYTES, and one frame of the largest
+#: the master takes by default (--max-message-size): the frame that reaches the bound is held whole
+_INBOX_FRAMES = 20_000
+_INBOX_BYTES = 64 * 1024 * 1024
 #: how long a follower trusts what it last read from ZooKeeper about the leader (s)
 _LEADER_INFO_TTL = 1.0
 #: seconds between attempts of an elected master to read a registry it could not read
@@ -1091,7 +1098,9 @@ class MasterRuntime:
         """Take what waits on the socket into the inbox (cheap: not decoded)
         and handle up to ``_BATCH`` frames from it (``_TURN_BYTES`` of them), registrations last."""
         out: list[Send] = []
-        for sender, received in itertools.islice(self._server.receive_frames(), _RECEIVE_LIMIT):
+        inbox = self._inbox
+        room = min(_RECEIVE_LIMIT, _INBOX_FRAMES - len(inbox)) if inbox.bytes < _INBOX_BYTES else 0
+        for sender, received in itertools.islice(self._server.receive_frames(), max(room, 0)):
             if sender is not None and isinstance(received, bytes):
                 # an agent retrying the registration this master handled (its answer was slow): answered
                 # now, as it would be when its turn came; queued, it would hold up the agent's later frames
@@ -1100,11 +1109,13 @@ class MasterRuntime:
                 if retried is not None:
                     out += retried
                     continue
-            if not self._inbox.add(sender, received):
+            if not inbox.add(sender, received):
                 # received, and answered by the same registration still waiting: counted, not silent
                 core.counters["messages_received"] += 1
                 core.counters["registrations_repeated"] += 1
-        for peer, frame in self._inbox.take(_BATCH, _TURN_BYTES):
+            if inbox.bytes >= _INBOX_BYTES:   # full: the rest waits in ZeroMQ's queues
+                break
+        for peer, frame in inbox.take(_BATCH, _TURN_BYTES):
             self._bytes_this_turn += len(frame) if isinstance(frame, bytes) else 1
             self._frames_this_turn += 1
             out += self._handle_frame(core, peer, frame)
