@@ -108,12 +108,7 @@ class Metric(msgspec.Struct, frozen=True):
     samples: tuple[tuple[Mapping[str, str], Value], ...]
 
     def __post_init__(self) -> None:
-        # what attrs's ``in_`` validator checked, with its message
-        try:
-            known = self.kind in _KINDS
-        except TypeError:   # a value whose == refuses a str
-            known = False
-        if not known:
+        if self.kind not in _KINDS:   # what attrs's ``in_`` validator checked, with its message
             raise ValueError(f"'kind' must be in {_KINDS!r} (got {self.kind!r})")
 
     @property

@@ -98,16 +98,17 @@ class _Probe(msgspec.Struct, frozen=True, gc=False):
             raise ValueError(f"'checked' must be >= 0: {self.checked}")
 
 
-def _refuse_an_old_msgspec() -> None:
+def _refuse_an_old_msgspec(probe: type = _Probe, checks: str = "__post_init__") -> None:
     """The value types' checks are a Struct's ``__post_init__`` (and an attrs
     class's validators and ``__attrs_post_init__``: :func:`_refuse_an_old_msgspec_for_attrs`):
     a msgspec that did not run them would let what they refuse in. Refuse to
-    run with one rather than decode unchecked."""
+    run with one rather than decode unchecked: ``probe`` (a class whose one
+    field ``checked`` refuses a negative number) must refuse -1."""
     try:
-        msgspec.msgpack.decode(b"\x81\xa7checked\xff", type=_Probe)   # {"checked": -1}
+        msgspec.msgpack.decode(b"\x81\xa7checked\xff", type=probe)   # {"checked": -1}
     except msgspec.ValidationError:
         return
-    raise ImportError(f"msgspec {msgspec.__version__} does not run __post_init__: mesoslike needs msgspec >= 0.18.6")
+    raise ImportError(f"msgspec {msgspec.__version__} does not run {checks}: mesoslike needs msgspec >= 0.18.6")
 
 
 _refuse_an_old_msgspec()
@@ -127,11 +128,7 @@ def _refuse_an_old_msgspec_for_attrs() -> None:
     class _AttrsProbe:
         checked: int = attrs.field(validator=attrs.validators.ge(0))
 
-    try:
-        msgspec.msgpack.decode(b"\x81\xa7checked\xff", type=_AttrsProbe)   # {"checked": -1}
-    except msgspec.ValidationError:
-        return
-    raise ImportError(f"msgspec {msgspec.__version__} does not run attrs validators: mesoslike needs msgspec >= 0.18.6")
+    _refuse_an_old_msgspec(_AttrsProbe, "attrs validators")
 
 
 # ---------------------------------------------------------------- decoding
