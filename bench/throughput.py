@@ -740,8 +740,11 @@ def measure_before_after(procs: Processes, tasks: int, rounds: int, ref: str, us
     before a round the same for both trees over a pair of rounds). Else
     one pair for all the rounds."""
     tree, commit = before_tree(procs, ref)
-    after_args = ("--isolation", after_isolation) if after_isolation else ()
-    before_args = ("--isolation", before_isolation) if before_isolation else ()
+    # each tree's tasks below a cgroups root of its own: what one tree's agents set on the tasks' parent
+    # cgroup (its CPU weight) is not the other's
+    after_args = ("--cgroups-root", "mesoslike-after", *(("--isolation", after_isolation) if after_isolation else ()))
+    before_args = ("--cgroups-root", "mesoslike-before",
+                   *(("--isolation", before_isolation) if before_isolation else ()))
 
     def start_pair(r: int) -> dict[str, Cluster]:   # work directories of their own: nothing of an earlier pair's
         suffix = f"{r + 1}-" if fresh_clusters else "-"

@@ -28,7 +28,7 @@ from e2e_helpers import cluster, http_get  # noqa: F401 (fixture)
 from environment import unavailable
 from mesoslike.agent.executor import sandbox_path
 from mesoslike.agent.supervisor import cgroup_pids
-from mesoslike.agent.isolation import (CgroupsV2Isolator, Container, PosixIsolator, cgroup_mounts,
+from mesoslike.agent.isolation import (CgroupsV2Isolator, Container, Isolator, PosixIsolator, cgroup_mounts,
                                        select_isolator)
 from mesoslike.agent.runtime import AgentRuntime
 from mesoslike.agent.settings import AgentSettings
@@ -59,6 +59,7 @@ def agent(tmp_path, master, cgroups_root):
         made.append(runtime)
         master.register()
         return runtime
+    make.made = made   # type: ignore[attr-defined]
     yield make
     for runtime in made:
         runtime.stop()
@@ -330,12 +331,19 @@ def test_posix_isolation_measures_a_tasks_session(master, tmp_path):
         runtime.stop()
 
 
-def test_cgroups_v2_where_the_unified_hierarchy_has_the_controllers(tmp_path):
+def v2_unified(tmp_path) -> tuple[Path, Isolator]:
+    """A v2 hierarchy in ``tmp_path`` (a directory) with the controllers, and
+    the isolator ``select_isolator`` makes there (cgroups root ``tasks``)."""
     unified = tmp_path / "unified"
     unified.mkdir()
     (unified / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
     proc = fake_proc(tmp_path, f"30 1 0:26 / {unified} rw,nosuid - cgroup2 cgroup2 rw\n")
     isolator = select_isolator("auto", cgroups_root="tasks", cpu_quota=True, proc=proc)
+    return unified, isolator
+
+
+def test_cgroups_v2_where_the_unified_hierarchy_has_the_controllers(tmp_path):
+    unified, isolator = v2_unified(tmp_path)
     assert isinstance(isolator, CgroupsV2Isolator)
     assert (unified / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
     container = isolator.create("one", R("cpus:1.5;mem:100"))
@@ -352,13 +360,19 @@ def test_cgroups_v2_where_the_unified_hierarchy_has_the_controllers(tmp_path):
     assert Container.from_json(json.loads(json.dumps(container.to_json()))) == container
 
 
-def test_v1_task_cgroups_go_below_the_agents_own_cgroup(tmp_path):
+def v1_memory_and_cpu(tmp_path, cgroup: str) -> tuple[Path, Path, str]:
+    """v1 memory and cpu hierarchies in ``tmp_path`` (directories), and a
+    /proc that has them mounted and this process in ``cgroup``."""
     memory, cpu = tmp_path / "memory", tmp_path / "cpu"
     for hierarchy in (memory, cpu):
         hierarchy.mkdir()
     mountinfo = (f"35 31 0:32 / {memory} rw,relatime - cgroup cgroup rw,memory\n"
                  f"32 31 0:29 / {cpu} rw,relatime - cgroup cgroup rw,cpu\n")
-    proc = fake_proc(tmp_path, mountinfo, "4:memory:/sandbox/one\n1:cpu:/\n")
+    return memory, cpu, fake_proc(tmp_path, mountinfo, cgroup)
+
+
+def test_v1_task_cgroups_go_below_the_agents_own_cgroup(tmp_path):
+    memory, cpu, proc = v1_memory_and_cpu(tmp_path, "4:memory:/sandbox/one\n1:cpu:/\n")
     isolator = select_isolator("cgroups", cgroups_root="mesoslike", proc=proc)
     assert isolator.name == "cgroups-v1"
     assert isolator.bases == {"memory": str(memory / "sandbox" / "one" / "mesoslike"),   # type: ignore[attr-defined]
@@ -367,6 +381,35 @@ def test_v1_task_cgroups_go_below_the_agents_own_cgroup(tmp_path):
     # a supervisor that spawned its task inside the task's cgroups goes back to the agent's own
     container = isolator.create("task", R("cpus:1;mem:64"))
     assert isolator.launch_spec(container)["cgroups_home"] == [str(cpu), str(memory / "sandbox" / "one")]
+
+
+def test_the_tasks_parent_cgroup_weighs_the_cpus_the_agent_offers(tmp_path):
+    # made with the kernel's 1024 shares, all the tasks together weighed as one busy daemon beside them
+    _, cpu, proc = v1_memory_and_cpu(tmp_path, "4:memory:/\n1:cpu:/\n")
+    isolator = select_isolator("cgroups", cgroups_root="mesoslike", proc=proc)
+    shares = cpu / "mesoslike" / "cpu.shares"
+    assert isolator.weigh_tasks(64) == 65536 and shares.read_text() == "65536"
+    assert isolator.weigh_tasks(2) == 65536 and shares.read_text() == "65536"   # shared: another agent's kept
+    assert isolator.weigh_tasks(10_000) == 262_144                           # the kernel's most
+    isolator.limits = frozenset({"mem"})
+    assert isolator.weigh_tasks(64) is None   # cgroups/cpu off: the tasks' CPU is not the agent's to weigh
+
+
+def test_the_tasks_parent_cgroup_weighs_the_cpus_offered_in_v2_too(tmp_path):
+    unified, isolator = v2_unified(tmp_path)
+    (unified / "tasks").mkdir(exist_ok=True)
+    (unified / "tasks" / "cpu.weight").write_text("100\n")   # the kernel's default
+    assert isolator.weigh_tasks(1) == 100    # 1024 shares are weight 39: never lowered
+    assert isolator.weigh_tasks(64) == 2500 and (unified / "tasks" / "cpu.weight").read_text() == "2500"
+
+
+def test_an_agent_weighs_its_tasks_parent_cgroup_as_the_cpus_it_offers(master, agent, cgroups_root):
+    agent()   # cpus:2
+    base = select_isolator("cgroups", cgroups_root=cgroups_root).bases["cpu"]   # type: ignore[attr-defined]
+    assert read(base, "cpu.shares") == "2048"
+    run(master, "weighed", "sleep 60")
+    assert master.update("weighed").state == TaskState.RUNNING
+    assert read(os.path.dirname(cgroup_of(agent.made[0], "weighed")["cpu"]), "cpu.shares") == "2048"
 
 
 def test_a_v1_task_gets_no_pids_cgroup(tmp_path):

@@ -89,6 +89,8 @@ CFS_PERIOD_US = 100_000
 MIN_CFS_QUOTA_US = 1000
 CPU_SHARES_PER_CPU = 1024
 MIN_CPU_SHARES = 2
+#: cgroup v1's most ``cpu.shares``
+MAX_CPU_SHARES = 262_144
 MB = 1024 * 1024
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -259,6 +261,13 @@ class Isolator:
     def release(self) -> None:
         """The agent stops: remove what it made that no task uses."""
 
+    def weigh_tasks(self, cpus: float) -> int | None:
+        """Give the parent of the task cgroups the CPU weight of ``cpus``,
+        the cpus the agent offers (:data:`CPU_SHARES_PER_CPU` a cpu, as
+        each task gets for its own); never lowered. The shares it has now
+        (None: nothing weighed here)."""
+        return None
+
     def sweep(self, prefix: str, keep: set[str]) -> int:
         """Remove the pooled cgroups an earlier process of this agent left."""
         return 0
@@ -341,6 +350,38 @@ class _Cgroups(Isolator):
                 _rmdir(directory)
             raise
         return Container(self.name, cgroups, cpus, mem, pooled)
+
+    def weigh_tasks(self, cpus: float) -> int | None:
+        """The base of the cpu hierarchy (the parent of every task cgroup
+        of the agents that share the cgroups root) weighs ``cpus`` x 1024
+        shares (v2: ``cpu.weight``, converted), up to the kernel's most.
+
+        Made with the kernel's default, 1024 shares, all the tasks together
+        weighed as much as one busy process outside them — an agent, its
+        shared supervisor, a master on the same machine — whatever the
+        cpus offered: on a loaded machine the control plane took the CPU
+        the tasks were offered, and woke for every task's end rather than
+        for a turn's worth (docs/agent.rst, "CPU"). Never lowered: agents
+        that share the base (``mesoslike local``) each raise it to theirs.
+        None where no cpu controller is used."""
+        if "cpu" not in self.limits:
+            return None
+        base, name = ((self.bases.get("cpu"), "cpu.shares") if "cpu" in self.bases
+                      else (self.bases.get("unified"), "cpu.weight"))
+        if base is None:
+            return None
+        shares = max(MIN_CPU_SHARES, min(MAX_CPU_SHARES, int(cpus * CPU_SHARES_PER_CPU)))
+        value = shares if name == "cpu.shares" else _shares_to_weight(shares)
+        try:
+            os.makedirs(base, exist_ok=True)
+            now = _read_int(os.path.join(base, name))
+            if value > now:
+                _write(base, name, value)
+                now = value
+        except OSError as exc:
+            log.warning("cannot weigh the tasks' cgroups %s at %s: %s", base, value, exc)
+            return None
+        return now
 
     def _pool_holder(self) -> str:
         """This process in its pooled cgroups' names (:func:`_this_holder`), read once."""
