@@ -388,9 +388,10 @@ def test_the_tasks_parent_cgroup_weighs_the_cpus_the_agent_offers(tmp_path):
     _, cpu, proc = v1_memory_and_cpu(tmp_path, "4:memory:/\n1:cpu:/\n")
     isolator = select_isolator("cgroups", cgroups_root="mesoslike", proc=proc)
     shares = cpu / "mesoslike" / "cpu.shares"
-    assert isolator.weigh_tasks(64) == 65536 and shares.read_text() == "65536"
-    assert isolator.weigh_tasks(2) == 65536 and shares.read_text() == "65536"   # shared: another agent's kept
-    assert isolator.weigh_tasks(10_000) == 262_144                           # the kernel's most
+    assert isolator.weigh_tasks(4, cores=8) == 4096 and shares.read_text() == "4096"
+    assert isolator.weigh_tasks(64, cores=8) == 8192       # overcommitted: no more than the machine's cores
+    assert isolator.weigh_tasks(2, cores=8) == 8192 and shares.read_text() == "8192"   # shared: the larger kept
+    assert isolator.weigh_tasks(10_000, cores=1000) == 262_144                        # the kernel's most
     isolator.limits = frozenset({"mem"})
     assert isolator.weigh_tasks(64) is None   # cgroups/cpu off: the tasks' CPU is not the agent's to weigh
 
@@ -399,17 +400,17 @@ def test_the_tasks_parent_cgroup_weighs_the_cpus_offered_in_v2_too(tmp_path):
     unified, isolator = v2_unified(tmp_path)
     (unified / "tasks").mkdir(exist_ok=True)
     (unified / "tasks" / "cpu.weight").write_text("100\n")   # the kernel's default
-    assert isolator.weigh_tasks(1) == 100    # 1024 shares are weight 39: never lowered
-    assert isolator.weigh_tasks(64) == 2500 and (unified / "tasks" / "cpu.weight").read_text() == "2500"
+    assert isolator.weigh_tasks(1, cores=64) == 100    # 1024 shares are weight 39: never lowered
+    assert isolator.weigh_tasks(64, cores=64) == 2500 and (unified / "tasks" / "cpu.weight").read_text() == "2500"
 
 
 def test_an_agent_weighs_its_tasks_parent_cgroup_as_the_cpus_it_offers(master, agent, cgroups_root):
     agent()   # cpus:2
     base = select_isolator("cgroups", cgroups_root=cgroups_root).bases["cpu"]   # type: ignore[attr-defined]
-    assert read(base, "cpu.shares") == "2048"
+    assert read(base, "cpu.shares") == str(1024 * min(2, len(os.sched_getaffinity(0))))
     run(master, "weighed", "sleep 60")
     assert master.update("weighed").state == TaskState.RUNNING
-    assert read(os.path.dirname(cgroup_of(agent.made[0], "weighed")["cpu"]), "cpu.shares") == "2048"
+    assert os.path.dirname(cgroup_of(agent.made[0], "weighed")["cpu"]) == base
 
 
 def test_a_v1_task_gets_no_pids_cgroup(tmp_path):

@@ -261,11 +261,12 @@ class Isolator:
     def release(self) -> None:
         """The agent stops: remove what it made that no task uses."""
 
-    def weigh_tasks(self, cpus: float) -> int | None:
+    def weigh_tasks(self, cpus: float, cores: int | None = None) -> int | None:
         """Give the parent of the task cgroups the CPU weight of ``cpus``,
         the cpus the agent offers (:data:`CPU_SHARES_PER_CPU` a cpu, as
-        each task gets for its own); never lowered. The shares it has now
-        (None: nothing weighed here)."""
+        each task gets for its own), at most ``cores``' (default: the CPUs
+        this process may run on); never lowered. What it weighs now (None:
+        nothing weighed here)."""
         return None
 
     def sweep(self, prefix: str, keep: set[str]) -> int:
@@ -351,26 +352,32 @@ class _Cgroups(Isolator):
             raise
         return Container(self.name, cgroups, cpus, mem, pooled)
 
-    def weigh_tasks(self, cpus: float) -> int | None:
+    def weigh_tasks(self, cpus: float, cores: int | None = None) -> int | None:
         """The base of the cpu hierarchy (the parent of every task cgroup
-        of the agents that share the cgroups root) weighs ``cpus`` x 1024
-        shares (v2: ``cpu.weight``, converted), up to the kernel's most.
+        of the agents that share the cgroups root) weighs the cpus offered,
+        1024 shares a cpu (v2: ``cpu.weight``, converted) — at most the
+        ``cores`` this process may run on (default: its CPU affinity's).
 
         Made with the kernel's default, 1024 shares, all the tasks together
         weighed as much as one busy process outside them — an agent, its
         shared supervisor, a master on the same machine — whatever the
         cpus offered: on a loaded machine the control plane took the CPU
         the tasks were offered, and woke for every task's end rather than
-        for a turn's worth (docs/agent.rst, "CPU"). Never lowered: agents
-        that share the base (``mesoslike local``) each raise it to theirs.
-        None where no cpu controller is used."""
+        for a turn's worth (docs/agent.rst, "CPU"). At most the machine's
+        cores: cpus offered beyond them (overcommit) would only starve the
+        agent and what else serves the tasks — a Fuxi AppMaster — of the
+        CPU they need to. Never lowered: agents that share the base
+        (``mesoslike local``) each raise it to theirs. None where no cpu
+        controller is used."""
         if "cpu" not in self.limits:
             return None
         base, name = ((self.bases.get("cpu"), "cpu.shares") if "cpu" in self.bases
                       else (self.bases.get("unified"), "cpu.weight"))
         if base is None:
             return None
-        shares = max(MIN_CPU_SHARES, min(MAX_CPU_SHARES, int(cpus * CPU_SHARES_PER_CPU)))
+        if cores is None:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        shares = max(MIN_CPU_SHARES, min(MAX_CPU_SHARES, int(min(cpus, cores) * CPU_SHARES_PER_CPU)))
         value = shares if name == "cpu.shares" else _shares_to_weight(shares)
         try:
             os.makedirs(base, exist_ok=True)

@@ -427,11 +427,13 @@ class AgentRuntime:
                      self.describe_users())
             for warning in self.isolation.warnings:
                 log.warning("--isolation %s", warning)
-            # the tasks together weigh the cpus offered, not one process's 1024 shares (docs/agent.rst, "CPU")
-            weight = self.isolator.weigh_tasks(float(self.info.resources.stripped().get("cpus")))
+            # the tasks together weigh the cpus offered (up to the machine's), not one process's 1024 shares
+            # (docs/agent.rst, "CPU")
+            offered = self.info.resources.stripped().get("cpus")
+            weight = self.isolator.weigh_tasks(float(offered))
             if weight is not None:
-                log.info("the tasks' parent cgroup weighs %d (cpu.shares; v2: cpu.weight) for %s cpus offered", weight,
-                         self.info.resources.stripped().get("cpus"))
+                log.info("the tasks' parent cgroup weighs %d (cpu.shares; v2: cpu.weight) for %s cpus offered",
+                         weight, offered)
             closed = self.executor.unreachable_ancestors() if self.switch_user else []
             if closed:
                 log.warning("--switch-user: other users cannot traverse %s, so tasks reach their sandbox only as "
