@@ -18,7 +18,7 @@ from environment import unavailable
 from mesoslike.agent.executor import (REASON_CONTAINER_LIMITATION_MEMORY, REASON_EXECUTOR_TERMINATED, LaunchFailed,
                                       TaskExecutor, TaskExit, TaskStarted, run_dir_path)
 from mesoslike.agent.isolation import select_isolator
-from mesoslike.agent.supervisor import cgroup_pids, read_json
+from mesoslike.agent.supervisor import cgroup_pids, read_json, set_autogroup_nice
 from mesoslike.wire.types import CommandURI
 
 from test_agent_launcher import events_until, exits, parent_of
@@ -1555,3 +1555,29 @@ def test_exit_statuses_encoded_by_msgspec_are_the_bytes_json_wrote(monkeypatch, 
         handle.write(sup.exit_placeholder())
     assert sup.write_exit_status(path, ended) == json.dumps(ended, sort_keys=True, separators=(",", ":")).encode()
     assert read_json(path) == ended and os.path.getsize(path) == sup.EXIT_PLACEHOLDER_SIZE
+
+
+def autogroup_nice(pid: int) -> int:
+    """The nice of ``pid``'s session's autogroup (``/autogroup-N nice K``)."""
+    return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+
+
+def test_the_shared_supervisor_runs_in_an_autogroup_below_its_tasks(tmp_path):
+    # each session is one entity at the top of the scheduler: the supervisor's at nice 10 weighs 110 against a
+    # session's 1024, and the tasks, sessions of their own, keep the kernel's 0
+    executor = shared_executor(tmp_path / "agent")
+    executor.link.autogroup_nice = 10
+    try:
+        executor.launch("fw", task("t", "sleep 30"), "agent-1")
+        task_pid = started_record(executor, "t")["pid"]
+        assert os.getsid(executor.link.pid) == executor.link.pid   # its own session, so its own autogroup
+        if not Path("/proc/self/autogroup").exists():   # a kernel without autogroups: nothing to set
+            assert not set_autogroup_nice(10, executor.link.pid)
+            return
+        assert autogroup_nice(executor.link.pid) == 10
+        assert autogroup_nice(task_pid) == 0
+    finally:
+        executor.kill_all(grace_period=0.0)
+        executor.release()
+        stop_shared_supervisor(tmp_path / "agent")
+

@@ -85,7 +85,8 @@ def record_agent_runtime(monkeypatch) -> dict:
 
     class RecordingRuntime:
         def __init__(self, settings, **injected):
-            seen.update(master=settings.master, attributes=settings.attributes, turn_gap=settings.turn_gap)
+            seen.update(master=settings.master, attributes=settings.attributes, turn_gap=settings.turn_gap,
+                        autogroup_nice=settings.autogroup_nice)
             raise SystemExit(0)
 
     monkeypatch.setattr("mesoslike.agent.runtime.AgentRuntime", RecordingRuntime)
@@ -99,7 +100,8 @@ def test_the_shipped_agent_config_file_is_read(monkeypatch):
     result = CliRunner().invoke(main, ["agent", "--config", str(REPO / "conf" / "agent.toml")],
                                 env={"MESOSLIKE_AGENT_MASTER": None, "MESOSLIKE_MASTER": None})
     assert result.exit_code == 0, result.output
-    assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0", "turn_gap": 0.01}
+    assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0", "turn_gap": 0.01,
+                    "autogroup_nice": 10}
 
 
 @pytest.mark.parametrize("flag, expected", [([], 0.01), (["--turn-gap", "0"], 0.0), (["--turn-gap", "0.05"], 0.05)])
@@ -109,6 +111,21 @@ def test_the_agent_turn_gap_is_an_option(monkeypatch, flag, expected):
     result = CliRunner().invoke(main, ["agent", "--master", "tcp://127.0.0.1:7001", *flag])
     assert result.exit_code == 0, result.output
     assert seen["turn_gap"] == expected
+
+
+@pytest.mark.parametrize("flag, expected", [([], 10), (["--autogroup-nice", "0"], 0), (["--autogroup-nice", "19"], 19)])
+def test_the_agent_autogroup_nice_is_an_option(monkeypatch, flag, expected):
+    """--autogroup-nice reaches the agent's settings (docs/agent.rst, CPU)."""
+    seen = record_agent_runtime(monkeypatch)
+    result = CliRunner().invoke(main, ["agent", "--master", "tcp://127.0.0.1:7001", *flag])
+    assert result.exit_code == 0, result.output
+    assert seen["autogroup_nice"] == expected
+
+
+def test_an_agent_autogroup_nice_below_0_is_refused():
+    # a nice below 0 would raise the agent above its tasks (and needs CAP_SYS_NICE)
+    result = CliRunner().invoke(main, ["agent", "--master", "tcp://127.0.0.1:7001", "--autogroup-nice", "-5"])
+    assert result.exit_code == 2 and "--autogroup-nice" in result.output, result.output
 
 
 def test_an_agent_turn_gap_over_a_second_is_refused():

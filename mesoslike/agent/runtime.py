@@ -78,6 +78,7 @@ from mesoslike.agent.isolation import DEFAULT_ISOLATION, Isolator, agent_key, se
 from mesoslike.agent.resources_probe import complete_resources, detect_hostname, parse_attributes
 from mesoslike.agent.secrets import SecretError, SecretStore, read_sandbox_secret
 from mesoslike.agent.settings import AgentSettings
+from mesoslike.agent.supervisor import set_autogroup_nice
 from mesoslike.agent.views import AgentViews
 from mesoslike.acl import Credentials
 from mesoslike.clock import Clock, SystemClock
@@ -257,6 +258,9 @@ class AgentRuntime:
         if not 0 <= settings.turn_gap <= 1:
             raise ConfigError(f"turn_gap must be 0..1 s, not {settings.turn_gap}")
         self.turn_gap = settings.turn_gap
+        if not 0 <= settings.autogroup_nice <= 19:
+            raise ConfigError(f"autogroup_nice must be 0..19, not {settings.autogroup_nice}")
+        self.autogroup_nice = settings.autogroup_nice
         self._on_serving = on_serving
         #: the Unix socket custom executors connect to (docs/agent.rst, "Custom executors")
         self.executor_socket = executor_socket_path(self.work_dir)
@@ -427,6 +431,10 @@ class AgentRuntime:
                      self.describe_users())
             for warning in self.isolation.warnings:
                 log.warning("--isolation %s", warning)
+            if self.autogroup_nice:   # below its tasks, as its shared supervisor (docs/agent.rst, "CPU")
+                self.executor.link.autogroup_nice = self.autogroup_nice
+                if os.getsid(0) == os.getpid():   # the autogroup is the session's: only a session of its own
+                    set_autogroup_nice(self.autogroup_nice)
             # the tasks together weigh the cpus offered (up to the machine's), not one process's 1024 shares
             # (docs/agent.rst, "CPU")
             offered = self.info.resources.stripped().get("cpus")

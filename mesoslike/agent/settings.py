@@ -35,6 +35,11 @@ DEFAULT_DRAIN_TIMEOUT = 30.0
 #: shares one turn — one journal fsync, one STATUS_UPDATES frame, fewer turns of the master and the
 #: framework downstream (docs/agent.rst, "Turns"; docs/performance.rst, "Stop 18: the agent's turns")
 TURN_GAP = 0.01
+#: the nice of the autogroup of the agent's session and of its shared supervisor's (Linux's autogroups:
+#: where they are on, each session is one entity at the top of the scheduler; nice 10 weighs 110 against
+#: 1024): they serve the tasks, and at the weight of the tasks' cgroups they preempted them for every
+#: task's end (docs/agent.rst, "CPU")
+AUTOGROUP_NICE = 10
 
 
 @attrs.frozen(kw_only=True)
@@ -102,6 +107,9 @@ class AgentSettings:
         its sockets again no sooner than this long after that turn began
         (:data:`TURN_GAP`; 0: at once). Never while launches wait, nor
         after an idle turn; a stop or drain ends the wait.
+    :ivar autogroup_nice: the nice (0-19) of the autogroups of the agent's
+        session and its shared supervisor's (:data:`AUTOGROUP_NICE`; 0:
+        left at the kernel's 0). No effect where autogroups are off.
     :ivar drain_timeout: how long :meth:`AgentRuntime.drain` waits for the killed tasks'
         updates to be acknowledged before unregistering anyway.
     :ivar shared_supervisor: run the tasks that need no process of their
@@ -165,6 +173,7 @@ class AgentSettings:
     gc_interval: float = GC_INTERVAL
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     turn_gap: float = TURN_GAP
+    autogroup_nice: int = AUTOGROUP_NICE
     keys: CurveKeys | None = None
     master_key: bytes | None = None
     switch_user: bool | None = None

@@ -331,6 +331,22 @@ def _padded(text: bytes) -> bytes:
 _EXIT_PLACEHOLDER = _padded(json.dumps({"ended": False}).encode())
 
 
+def set_autogroup_nice(nice: int, pid: int | str = "self") -> bool:
+    """The nice of the autogroup of ``pid``'s session (Linux's
+    ``CONFIG_SCHED_AUTOGROUP``): where ``kernel.sched_autogroup_enabled``
+    is 1, each session of the root cgroup is one entity at the top of the
+    scheduler, of weight 1024 at nice 0, 110 at 10. Its processes' own
+    nice is unchanged, and what they start in sessions of their own (a
+    task) is not in it. False where the kernel has no autogroups or it
+    cannot be set (a lower nice than now needs ``CAP_SYS_NICE``)."""
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as autogroup:
+            autogroup.write(str(nice))
+        return True
+    except OSError:
+        return False
+
+
 def process_start_ticks(pid: int, proc: int | None = None) -> int | None:
     """When process ``pid`` started (clock ticks since boot), or None if it
     does not exist or has ended (a zombie). Tells a process from a later one

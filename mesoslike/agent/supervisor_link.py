@@ -65,6 +65,9 @@ class SupervisorLink:
         #: whether it ran at the last look (:meth:`receive`, or the connection): one look a loop turn, not
         #: one a task
         self.live = False
+        #: the nice of its session's autogroup (:func:`.supervisor.set_autogroup_nice`; 0: left alone), set
+        #: on each one connected to: one started now, or one an earlier agent process started
+        self.autogroup_nice = 0
         self._sock: socket.socket | None = None
         self._popen: subprocess.Popen | None = None
         self._pidfd: int | None = None
@@ -88,9 +91,10 @@ class SupervisorLink:
             return True
         self._disconnect()
         identity = self._running()
-        if identity is not None and self._connect(identity):
-            return True
-        return self._start()
+        connected = (identity is not None and self._connect(identity)) or self._start()
+        if connected and self.autogroup_nice:
+            sup.set_autogroup_nice(self.autogroup_nice, self.pid)
+        return connected
 
     def attach(self, identity: Identity) -> bool:
         """Connected to the shared supervisor ``identity`` (a restarted

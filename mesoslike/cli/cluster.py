@@ -383,6 +383,10 @@ def _environment_json(ctx: click.Context, param: click.Parameter, value: object)
         help="Seconds: after a loop turn that handled news, the next look at the sockets waits until this long "
              "after that turn began, so task ends arriving meanwhile share one journal sync and one STATUS_UPDATES "
              "frame (docs/agent.rst, Turns). Never while launches wait; 0: at once.")
+@option("agent", "--autogroup-nice", type=click.IntRange(0, 19), default=10, show_default=True,
+        help="The nice of the scheduler autogroups of the agent's session and its shared supervisor's (where "
+             "kernel.sched_autogroup_enabled is 1): they serve the tasks and, at their weight, preempted them for "
+             "every task's end (docs/agent.rst, CPU). 0: the kernel's.")
 @option("agent", "--gc-delay", callback=_duration, default="1w",
         help="How long the sandbox of an ended task is kept (e.g. 1w, 2d, 12h, 30m).")
 @option("agent", "--gc-disk-watermark", type=click.FloatRange(0, 1, min_open=True), default=0.9,
@@ -443,7 +447,7 @@ def _environment_json(ctx: click.Context, param: click.Parameter, value: object)
 @click.pass_context
 def agent(ctx: click.Context, master_address, resources, attributes, hostname, port, work_dir, ip, advertise_ip,
           http_port, recover,
-          recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, shared_supervisor, turn_gap, gc_delay,
+          recovery_timeout, isolation, cgroups_root, cgroups_cpu_quota, switch_user, shared_supervisor, turn_gap, autogroup_nice, gc_delay,
           gc_disk_watermark, drain_timeout, drain, fetcher_cache_size, fetcher_timeout, fetcher_max_size, executor_reregistration_timeout,
           executor_registration_timeout, allowed_host_paths, docker_registry, docker_config,
           docker_insecure_registries, image_cache_size, secrets_dir, shared_task_users, credentials_file, insecure,
@@ -483,7 +487,7 @@ def agent(ctx: click.Context, master_address, resources, attributes, hostname, p
             port=port, keys=keys, master_key=server_key, kill_tasks_on_exit=False, http_port=http_port, http_ip=ip,
             advertise_ip=advertise_ip, recover=recover, recovery_timeout=recovery_timeout, isolation=isolation,
             cgroups_root=cgroups_root, cgroups_cpu_quota=cgroups_cpu_quota, switch_user=switch_user,
-            shared_supervisor=shared_supervisor, turn_gap=turn_gap, gc_delay=gc_delay, gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
+            shared_supervisor=shared_supervisor, turn_gap=turn_gap, autogroup_nice=autogroup_nice, gc_delay=gc_delay, gc_disk_watermark=gc_disk_watermark, drain_timeout=drain_timeout,
             fetcher_cache_size=fetcher_cache_size, fetcher_timeout=fetcher_timeout, fetcher_max_size=fetcher_max_size,
             executor_reregistration_timeout=executor_reregistration_timeout,
             executor_registration_timeout=executor_registration_timeout,
