@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from e2e_helpers import REPO, RecordingScheduler, child_env, cluster, free_port, task_processes  # noqa: F401 (a fixture)
 from mesoslike import Resources, TaskInfo
 from mesoslike.cli import main
+from mesoslike.agent.settings import AUTOGROUP_NICE
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -101,7 +102,7 @@ def test_the_shipped_agent_config_file_is_read(monkeypatch):
                                 env={"MESOSLIKE_AGENT_MASTER": None, "MESOSLIKE_MASTER": None})
     assert result.exit_code == 0, result.output
     assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0", "turn_gap": 0.01,
-                    "autogroup_nice": 10}
+                    "autogroup_nice": AUTOGROUP_NICE}
 
 
 @pytest.mark.parametrize("flag, expected", [([], 0.01), (["--turn-gap", "0"], 0.0), (["--turn-gap", "0.05"], 0.05)])
@@ -113,7 +114,8 @@ def test_the_agent_turn_gap_is_an_option(monkeypatch, flag, expected):
     assert seen["turn_gap"] == expected
 
 
-@pytest.mark.parametrize("flag, expected", [([], 10), (["--autogroup-nice", "0"], 0), (["--autogroup-nice", "19"], 19)])
+@pytest.mark.parametrize("flag, expected", [([], AUTOGROUP_NICE), (["--autogroup-nice", "0"], 0),
+                                            (["--autogroup-nice", "19"], 19)])
 def test_the_agent_autogroup_nice_is_an_option(monkeypatch, flag, expected):
     """--autogroup-nice reaches the agent's settings (docs/agent.rst, CPU)."""
     seen = record_agent_runtime(monkeypatch)
