@@ -388,20 +388,20 @@ def test_the_tasks_parent_cgroup_weighs_the_cpus_the_agent_offers(tmp_path):
     _, cpu, proc = v1_memory_and_cpu(tmp_path, "4:memory:/\n1:cpu:/\n")
     isolator = select_isolator("cgroups", cgroups_root="mesoslike", proc=proc)
     shares = cpu / "mesoslike" / "cpu.shares"
-    assert isolator.weigh_tasks(4, cores=8) == 4096 and shares.read_text() == "4096"
-    assert isolator.weigh_tasks(64, cores=8) == 8192       # overcommitted: no more than the machine's cores
-    assert isolator.weigh_tasks(2, cores=8) == 8192 and shares.read_text() == "8192"   # shared: the larger kept
-    assert isolator.weigh_tasks(10_000, cores=1000) == 262_144                        # the kernel's most
+    assert isolator.weigh_tasks(R("cpus:4"), cores=8) == 4096 and shares.read_text() == "4096"
+    assert isolator.weigh_tasks(R("cpus:64"), cores=8) == 8192       # overcommitted: no more than the machine's cores
+    assert isolator.weigh_tasks(R("cpus:2"), cores=8) == 8192 and shares.read_text() == "8192"   # shared: the larger kept
+    assert isolator.weigh_tasks(R("cpus:10000"), cores=1000) == 262_144                        # the kernel's most
     isolator.limits = frozenset({"mem"})
-    assert isolator.weigh_tasks(64) is None   # cgroups/cpu off: the tasks' CPU is not the agent's to weigh
+    assert isolator.weigh_tasks(R("cpus:64")) is None   # cgroups/cpu off: the tasks' CPU is not the agent's to weigh
 
 
 def test_the_tasks_parent_cgroup_weighs_the_cpus_offered_in_v2_too(tmp_path):
     unified, isolator = v2_unified(tmp_path)
     (unified / "tasks").mkdir(exist_ok=True)
     (unified / "tasks" / "cpu.weight").write_text("100\n")   # the kernel's default
-    assert isolator.weigh_tasks(1, cores=64) == 100    # 1024 shares are weight 39: never lowered
-    assert isolator.weigh_tasks(64, cores=64) == 2500 and (unified / "tasks" / "cpu.weight").read_text() == "2500"
+    assert isolator.weigh_tasks(R("cpus:1"), cores=64) == 100    # 1024 shares are weight 39: never lowered
+    assert isolator.weigh_tasks(R("cpus:64"), cores=64) == 2500 and (unified / "tasks" / "cpu.weight").read_text() == "2500"
 
 
 def test_an_agent_weighs_its_tasks_parent_cgroup_as_the_cpus_it_offers(master, agent, cgroups_root):

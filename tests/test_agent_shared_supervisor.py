@@ -1562,22 +1562,15 @@ def autogroup_nice(pid: int) -> int:
     return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
 
 
-def test_the_shared_supervisor_runs_in_an_autogroup_below_its_tasks(tmp_path):
+def test_the_shared_supervisor_runs_in_an_autogroup_below_its_tasks(executor):
     # each session is one entity at the top of the scheduler: the supervisor's at nice 10 weighs 110 against a
     # session's 1024, and the tasks, sessions of their own, keep the kernel's 0
-    executor = shared_executor(tmp_path / "agent")
     executor.link.autogroup_nice = 10
-    try:
-        executor.launch("fw", task("t", "sleep 30"), "agent-1")
-        task_pid = started_record(executor, "t")["pid"]
-        assert os.getsid(executor.link.pid) == executor.link.pid   # its own session, so its own autogroup
-        if not Path("/proc/self/autogroup").exists():   # a kernel without autogroups: nothing to set
-            assert not set_autogroup_nice(10, executor.link.pid)
-            return
-        assert autogroup_nice(executor.link.pid) == 10
-        assert autogroup_nice(task_pid) == 0
-    finally:
-        executor.kill_all(grace_period=0.0)
-        executor.release()
-        stop_shared_supervisor(tmp_path / "agent")
-
+    executor.launch("fw", task("t", "sleep 30"), "agent-1")
+    task_pid = started_record(executor, "t")["pid"]
+    assert os.getsid(executor.link.pid) == executor.link.pid   # its own session, so its own autogroup
+    if not Path("/proc/self/autogroup").exists():   # a kernel without autogroups: nothing to set
+        assert not set_autogroup_nice(10, executor.link.pid)
+        return
+    assert autogroup_nice(executor.link.pid) == 10
+    assert autogroup_nice(task_pid) == 0

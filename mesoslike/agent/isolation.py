@@ -261,12 +261,12 @@ class Isolator:
     def release(self) -> None:
         """The agent stops: remove what it made that no task uses."""
 
-    def weigh_tasks(self, cpus: float, cores: int | None = None) -> int | None:
-        """Give the parent of the task cgroups the CPU weight of ``cpus``,
-        the cpus the agent offers (:data:`CPU_SHARES_PER_CPU` a cpu, as
-        each task gets for its own), at most ``cores``' (default: the CPUs
-        this process may run on); never lowered. What it weighs now (None:
-        nothing weighed here)."""
+    def weigh_tasks(self, offered: Resources, cores: int | None = None) -> int | None:
+        """Give the parent of the task cgroups the CPU weight of the cpus
+        ``offered`` (:data:`CPU_SHARES_PER_CPU` a cpu, as each task gets
+        for its own), at most ``cores``' (default: the CPUs this process
+        may run on); never lowered. What it weighs now (None: nothing
+        weighed here)."""
         return None
 
     def sweep(self, prefix: str, keep: set[str]) -> int:
@@ -352,9 +352,9 @@ class _Cgroups(Isolator):
             raise
         return Container(self.name, cgroups, cpus, mem, pooled)
 
-    def weigh_tasks(self, cpus: float, cores: int | None = None) -> int | None:
+    def weigh_tasks(self, offered: Resources, cores: int | None = None) -> int | None:
         """The base of the cpu hierarchy (the parent of every task cgroup
-        of the agents that share the cgroups root) weighs the cpus offered,
+        of the agents that share the cgroups root) weighs the cpus ``offered``,
         1024 shares a cpu (v2: ``cpu.weight``, converted) — at most the
         ``cores`` this process may run on (default: its CPU affinity's).
 
@@ -371,14 +371,12 @@ class _Cgroups(Isolator):
         controller is used."""
         if "cpu" not in self.limits:
             return None
-        base, name = ((self.bases.get("cpu"), "cpu.shares") if "cpu" in self.bases
-                      else (self.bases.get("unified"), "cpu.weight"))
-        if base is None:
-            return None
         if cores is None:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        shares = max(MIN_CPU_SHARES, min(MAX_CPU_SHARES, int(min(cpus, cores) * CPU_SHARES_PER_CPU)))
-        value = shares if name == "cpu.shares" else _shares_to_weight(shares)
+        shares = max(MIN_CPU_SHARES, min(MAX_CPU_SHARES, int(min(_cpus(offered), cores) * CPU_SHARES_PER_CPU)))
+        base, name, value = self._base_weight(shares)
+        if base is None:   # no cpu hierarchy among the bases
+            return None
         try:
             os.makedirs(base, exist_ok=True)
             now = _read_int(os.path.join(base, name))
@@ -389,6 +387,11 @@ class _Cgroups(Isolator):
             log.warning("cannot weigh the tasks' cgroups %s at %s: %s", base, value, exc)
             return None
         return now
+
+    def _base_weight(self, shares: int) -> tuple[str | None, str, int]:
+        """Where ``shares`` of CPU weight go for the tasks' parent: its
+        directory (None: none), the file, the value (this version's unit)."""
+        raise NotImplementedError
 
     def _pool_holder(self) -> str:
         """This process in its pooled cgroups' names (:func:`_this_holder`), read once."""
@@ -686,6 +689,9 @@ class CgroupsV1Isolator(_Cgroups):
     #: whether the memory cgroups have ``memory.memsw.limit_in_bytes`` (None: not looked yet)
     _memsw: bool | None = None
 
+    def _base_weight(self, shares: int) -> tuple[str | None, str, int]:
+        return self.bases.get("cpu"), "cpu.shares", shares
+
     def _set_limits(self, container: Container) -> None:
         groups = container.cgroups
         if container.mem_bytes and "mem" in self.limits:
@@ -751,6 +757,9 @@ class CgroupsV2Isolator(_Cgroups):
 
     name = "cgroups-v2"
     enforcing = True
+
+    def _base_weight(self, shares: int) -> tuple[str | None, str, int]:
+        return self.bases.get("unified"), "cpu.weight", _shares_to_weight(shares)
 
     def _set_limits(self, container: Container) -> None:
         directory = container.cgroups["unified"]

@@ -437,11 +437,9 @@ class AgentRuntime:
                     set_autogroup_nice(self.autogroup_nice)
             # the tasks together weigh the cpus offered (up to the machine's), not one process's 1024 shares
             # (docs/agent.rst, "CPU")
-            offered = self.info.resources.stripped().get("cpus")
-            weight = self.isolator.weigh_tasks(float(offered))
+            weight = self.isolator.weigh_tasks(self.info.resources)
             if weight is not None:
-                log.info("the tasks' parent cgroup weighs %d (cpu.shares; v2: cpu.weight) for %s cpus offered",
-                         weight, offered)
+                log.info("the tasks' parent cgroup weighs %d (cpu.shares; v2: cpu.weight)", weight)
             closed = self.executor.unreachable_ancestors() if self.switch_user else []
             if closed:
                 log.warning("--switch-user: other users cannot traverse %s, so tasks reach their sandbox only as "

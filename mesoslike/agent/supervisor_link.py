@@ -66,7 +66,7 @@ class SupervisorLink:
         #: one a task
         self.live = False
         #: the nice of its session's autogroup (:func:`.supervisor.set_autogroup_nice`; 0: left alone), set
-        #: on each one connected to: one started now, or one an earlier agent process started
+        #: on each one connected to: one started now, found, or attached to (an earlier agent process's)
         self.autogroup_nice = 0
         self._sock: socket.socket | None = None
         self._popen: subprocess.Popen | None = None
@@ -91,10 +91,9 @@ class SupervisorLink:
             return True
         self._disconnect()
         identity = self._running()
-        connected = (identity is not None and self._connect(identity)) or self._start()
-        if connected and self.autogroup_nice:
-            sup.set_autogroup_nice(self.autogroup_nice, self.pid)
-        return connected
+        if identity is not None and self._connect(identity):
+            return True
+        return self._start()
 
     def attach(self, identity: Identity) -> bool:
         """Connected to the shared supervisor ``identity`` (a restarted
@@ -189,6 +188,8 @@ class SupervisorLink:
         self._sock, self.identity, self._inbox = sock, identity, b""
         self._told_status.clear()
         self.live = True
+        if self.autogroup_nice:
+            sup.set_autogroup_nice(self.autogroup_nice, identity[0])
         return True
 
     def fileno(self) -> int | None:
