@@ -25,7 +25,8 @@ pytestmark = pytest.mark.timeout(60)
 
 SENT = [wire.Submit(1, {"job": {"name": "j", "units": [{"name": "u", "slots": 2, "cpus": 0.5, "x": True,
                                                          "y": None, "env": {"A": "b"}, "big": 2 ** 63}]}}),
-        wire.Submit(2, {}), wire.Status(3), wire.Status(4, "job-1"), wire.KillJob(5, "job-2")]
+        wire.Submit(2, {}), wire.Status(3), wire.Status(4, "job-1"), wire.Status(6, "job-1", 2.5),
+        wire.KillJob(5, "job-2")]
 ANSWERS = [protocol.Submitted(1, "job-1"), protocol.StatusReply(2, '{"jobs": []}'), protocol.Ok(3),
            protocol.Error(0, "no"), protocol.Error(-1, "x" * 1000)]
 
@@ -41,8 +42,9 @@ def test_the_same_messages_fields_and_defaults_as_the_protocol():
         theirs = getattr(protocol, cls.__name__)
         assert theirs.TYPE == kind
         assert _fields(cls) == _fields(theirs), kind
-    assert ((wire.VERSION, wire.MAX_FRAME, wire.MAX_ERROR, wire.STANDBY_REFUSAL)
-            == (protocol.VERSION, protocol.MAX_FRAME, protocol.MAX_ERROR, protocol.STANDBY_REFUSAL))
+    assert ((wire.VERSION, wire.MAX_FRAME, wire.MAX_ERROR, wire.MAX_STATUS_WAIT, wire.STANDBY_REFUSAL)
+            == (protocol.VERSION, protocol.MAX_FRAME, protocol.MAX_ERROR, protocol.MAX_STATUS_WAIT,
+                protocol.STANDBY_REFUSAL))
     for text in ("short", "x" * 5000):
         assert wire.bounded(text) == protocol.bounded(text) and wire.bounded(text, 100) == protocol.bounded(text, 100)
 

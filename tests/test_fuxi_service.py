@@ -9,6 +9,7 @@ the ``submit`` / ``status`` commands as a user runs them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
 import msgpack
 import pytest
@@ -375,6 +377,121 @@ def test_job_client_and_server_over_zeromq():
                 client.status("job-4242")
     finally:
         server.stop()
+
+
+TWO_SLOTS = {"job": {"name": "j", "units": [{"name": "u", "slots": 2, "cpus": 1, "mem": 10, "command": "true"}]}}
+
+
+@contextlib.contextmanager
+def _serving(server_class: type[JobServer] = JobServer, **kwargs) -> Iterator[tuple[FuxiService, JobServer,
+                                                                                    JobClient, str]]:
+    """A service with a job of two slots submitted, its job server and a client: (service, server, client, job)."""
+    service, _ = make_service()
+    server = server_class(service, "tcp://127.0.0.1:0", **kwargs).start()
+    try:
+        with JobClient(server.address, timeout=5) as client:
+            yield service, server, client, client.submit(TWO_SLOTS)
+    finally:
+        server.stop()
+
+
+def _asking(client: JobClient, job_id: str, wait: float) -> tuple[threading.Thread, list]:
+    """A STATUS of ``job_id`` with ``wait`` on a thread: (the thread, [(answer or error, seconds it took)])."""
+    answers: list = []
+
+    def ask_once() -> None:
+        started = time.monotonic()
+        try:
+            found: object = client.status(job_id, wait=wait)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            found = exc
+        answers.append((found, time.monotonic() - started))
+
+    thread = threading.Thread(target=ask_once)
+    thread.start()
+    return thread, answers
+
+
+def test_a_status_with_a_wait_is_answered_the_moment_its_job_ends():
+    """A long poll: ``submit --wait`` saw a job's end up to a poll after it
+    (a fifth of ``--interval`` at best); now the service answers it then."""
+    with _serving() as (service, server, other, job_id), JobClient(server.address, timeout=5) as client:
+        thread, answers = _asking(client, job_id, wait=40)
+        wait_for(lambda: server.counters["waited"] == 1, 10, "the STATUS to wait")
+        assert other.status(job_id)["jobs"][0]["state"] == "running"   # others are answered meanwhile
+        assert not answers
+        assert isinstance(ask(service, job_id, protocol.JobEnded, succeeded=True, reason=""), protocol.Ok)
+        thread.join(20)
+        (document, _), = answers
+        assert document["jobs"][0]["state"] == "succeeded"
+        # an ended job's STATUS, or one for every job, is answered at once whatever its wait
+        assert other.status(job_id, wait=40)["jobs"][0]["state"] == "succeeded"
+        assert len(other.status(wait=40)["jobs"]) == 1
+        assert server.counters["waited"] == 1
+
+
+def test_a_status_waits_at_most_its_wait_and_a_killed_job_ends_it():
+    with _serving() as (_, server, other, job_id), JobClient(server.address, timeout=5) as client:
+        thread, answers = _asking(client, job_id, wait=0.3)
+        thread.join(20)
+        (document, took), = answers
+        assert document["jobs"][0]["state"] == "running" and took >= 0.3
+        thread, answers = _asking(client, job_id, wait=40)
+        wait_for(lambda: server.counters["waited"] == 2, 10, "the second STATUS to wait")
+        other.kill(job_id)   # over the protocol, on the server's own thread
+        thread.join(20)
+        (document, _), = answers
+        assert document["jobs"][0]["state"] == "killed"
+        with pytest.raises(JobRefused, match="STATUS.wait: seconds to wait, 0 or more"):
+            other._ask(protocol.Status(9, job_id, -1.0))
+
+
+def test_status_waits_are_bounded_and_a_server_standing_by_answers_them(monkeypatch):
+    """State a peer can grow is bounded: past MAX_WAITING_STATUS a long poll
+    is answered at once (its client polls, as with a service of before);
+    a server that stops serving answers the waiting ones as a standby."""
+    monkeypatch.setattr("mesoslike_frameworks.fuxi.service.MAX_WAITING_STATUS", 2)
+    with _serving(refusing=STANDBY_REFUSAL) as (_, server, client, job_id):
+        clients = [JobClient(server.address, timeout=5) for _ in range(2)]
+        waiting = [_asking(each, job_id, wait=40) for each in clients]
+        wait_for(lambda: server.counters["waited"] == 2, 10, "two STATUS to wait")
+        started = time.monotonic()
+        assert client.status(job_id, wait=40)["jobs"][0]["state"] == "running"
+        assert time.monotonic() - started < 20 and server.counters["waited"] == 2
+        server.stand_by(hold=False)
+        for thread, answers in waiting:
+            thread.join(20)
+            (refused, _), = answers
+            assert isinstance(refused, JobRefused) and "is a standby" in str(refused)
+        for each in clients:
+            each.close()
+
+
+def test_following_a_job_sees_its_end_at_once_and_polls_a_service_of_before():
+    """``submit --wait``'s loop (``_follow``): with a long poll it returns at
+    the job's end though its interval is 30 s; against a service that
+    answers every STATUS at once (one of before long polls) it polls every
+    interval — not in a tight loop."""
+    from mesoslike_frameworks.fuxi.cli import _follow
+
+    class ServerOfBefore(JobServer):
+        def _waits(self, peer, frame, principal) -> bool:
+            return False
+
+    for server_class, interval in ((JobServer, 30.0), (ServerOfBefore, 0.2)):
+        with _serving(server_class) as (service, server, client, job_id):
+            codes: list[int] = []
+            follow = threading.Thread(target=lambda: codes.append(_follow(client, job_id, interval, 5)))
+            follow.start()
+            wait_for(lambda: server.counters["requests"] >= 3 or server.counters["waited"] >= 1, 10,
+                     "the client to follow the job")
+            asked = server.counters["requests"]
+            time.sleep(1.0)   # a second of following: how many more requests it made
+            more = server.counters["requests"] - asked
+            assert more <= (1 if server_class is JobServer else 1.0 / interval * 5 + 2), more
+            ask(service, job_id, protocol.JobEnded, succeeded=True, reason="")
+            follow.join(10)
+            assert codes == [0]
 
 
 def test_a_just_elected_job_server_holds_requests_until_it_serves():

@@ -184,7 +184,8 @@ def _quota(path: str | None):
 @option("fuxi_submit", "--wait", is_flag=True, default=False, show_default="off",
         help="Show the job's progress until it ends; exit 0 only if it succeeded.")
 @option("fuxi_submit", "--interval", type=_POSITIVE, default=0.5,
-        help="Seconds between progress polls with --wait (at most: down to a fifth of it near the job's end).")
+        help="Seconds between progress updates with --wait; the job's end is seen at once (the service answers "
+             "a long poll then; one of before long polls is polled, down to a fifth of this near the end).")
 @_timeout_option("fuxi_submit")
 @_reattach_option("fuxi_submit")
 @_fuxi_key_options
@@ -259,10 +260,12 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
     bar = ProgressBar(sys.stdout.isatty())
     silent_since: float | None = None
     seen: tuple[float, int] | None = None   # when the last answer came, and the instances done then
+    wait = 0.0   # the next request's: the service answers at the job's end, or after this long
     try:
         while True:
+            asked = time.monotonic()
             try:
-                job = client.status(job_id)["jobs"][0]
+                job = client.status(job_id, wait=wait)["jobs"][0]
             except (NoAnswer, JobRefused) as exc:
                 if isinstance(exc, JobRefused) and str(exc) != STANDBY_REFUSAL:
                     raise   # an unknown job (a restart that kept nothing), not authorized...
@@ -286,7 +289,11 @@ def _follow(client, job_id: str, interval: float, reattach_timeout: float) -> in
                 break
             bar.show(progress_line(job))
             now, done = time.monotonic(), int(job["instances"]["done"])
-            time.sleep(next_poll(interval, seen, now, done, int(job["instances"]["total"])))
+            if now - asked < wait * 0.9:
+                # answered before its wait with the job still running: a service of before long polls,
+                # or one with too many waiting, answers at once — then poll, as before
+                time.sleep(next_poll(interval, seen, now, done, int(job["instances"]["total"])))
+            wait = interval   # a long poll: the service answers at the job's end, progress every interval
             seen = (now, done)
     except KeyboardInterrupt:
         bar.close()
@@ -359,7 +366,8 @@ def progress_line(job: dict) -> str:
         help="With JOB: show its progress until it ends, as `submit --wait` (across a restart of the service or "
              "a new leader); exit 0 only if it succeeded.")
 @option("fuxi_status", "--interval", type=_POSITIVE, default=0.5,
-        help="Seconds between progress polls with --wait (at most: down to a fifth of it near the job's end).")
+        help="Seconds between progress updates with --wait; the job's end is seen at once (the service answers "
+             "a long poll then; one of before long polls is polled, down to a fifth of this near the end).")
 @_timeout_option("fuxi_status")
 @_reattach_option("fuxi_status")
 @_fuxi_key_options

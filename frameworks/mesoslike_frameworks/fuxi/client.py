@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from mesoslike import MesoslikeError
 from mesoslike_frameworks.fuxi import client_wire as protocol   # the job client's side: no attrs nor msgspec
-from mesoslike_frameworks.fuxi.client_wire import STANDBY_REFUSAL
+from mesoslike_frameworks.fuxi.client_wire import MAX_STATUS_WAIT, STANDBY_REFUSAL
 from mesoslike.transport import Client, CurveKeys, parse_tcp_address
 
 __all__ = ["JobClient", "JobRefused", "NoAnswer"]
@@ -87,8 +87,15 @@ class JobClient:
         """Submit a parsed job file; the job's id."""
         return self._ask(protocol.Submit(next(self._ids), dict(document))).job_id
 
-    def status(self, job_id: str | None = None) -> dict:
-        return json.loads(self._ask(protocol.Status(next(self._ids), job_id or "")).document)
+    def status(self, job_id: str | None = None, wait: float = 0.0) -> dict:
+        """The status document of every job, or of ``job_id``'s. ``wait``
+        (seconds, with a ``job_id``): a long poll — the service answers once
+        the job is no longer running, or after ``wait`` s (at most
+        :data:`.protocol.MAX_STATUS_WAIT`); this request's timeout is
+        ``wait`` more than the client's. A service of before long polls
+        answers at once."""
+        request = protocol.Status(next(self._ids), job_id or "", min(max(wait, 0.0), MAX_STATUS_WAIT))
+        return json.loads(self._ask(request, request.wait).document)
 
     def kill(self, job_id: str) -> None:
         """End the job (its state becomes ``killed``)."""
@@ -104,19 +111,20 @@ class JobClient:
         self.address, self._client = leader, self._connect(leader)
         return True
 
-    def _ask(self, request):
-        """Send ``request`` and wait for its answer; sent again to a new
+    def _ask(self, request, longer: float = 0.0):
+        """Send ``request`` and wait for its answer (``longer`` s more than
+        the client's timeout: a long poll's wait); sent again to a new
         leader as soon as one is elected (a submission the dead one took and
         never answered may then be there twice; ``status`` shows both), and
         again to a leader ZooKeeper names that still answers as a standby
         (it is taking over)."""
         assert self._client is not None
         self._follow_leader()
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.timeout + longer
         send_at: float | None = time.monotonic()
         while (left := deadline - time.monotonic()) > 0:
             if self._follow_leader():
-                send_at, deadline = time.monotonic(), time.monotonic() + self.timeout
+                send_at, deadline = time.monotonic(), time.monotonic() + self.timeout + longer
             if send_at is not None and time.monotonic() >= send_at:
                 send_at = None
                 self._client.send(request)

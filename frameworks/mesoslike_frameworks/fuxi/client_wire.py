@@ -34,8 +34,8 @@ from typing import Any
 from mesoslike import MesoslikeError
 from mesoslike_frameworks.fuxi.worker_wire import _Message, pack, unpack
 
-__all__ = ["VERSION", "MAX_FRAME", "MAX_ERROR", "STANDBY_REFUSAL", "bounded", "WireError", "CODEC", "ClientCodec",
-           "Submit", "Status", "KillJob", "Submitted", "StatusReply", "Ok", "Error"]
+__all__ = ["VERSION", "MAX_FRAME", "MAX_ERROR", "MAX_STATUS_WAIT", "STANDBY_REFUSAL", "bounded", "WireError", "CODEC",
+           "ClientCodec", "Submit", "Status", "KillJob", "Submitted", "StatusReply", "Ok", "Error"]
 
 # The protocol's constants, as :mod:`.protocol` declares them (which this module does not import but to
 # fall back on; tests/test_fuxi_client_wire.py holds them equal).
@@ -45,6 +45,8 @@ VERSION = 1
 MAX_FRAME = 4 * 1024 * 1024
 #: the longest ERROR message (and the most of a peer's input a log line quotes)
 MAX_ERROR = 1000
+#: the longest a STATUS waits for its job's end (:data:`.protocol.MAX_STATUS_WAIT`)
+MAX_STATUS_WAIT = 60.0
 #: the ERROR a standby's job server answers (``fuxi serve --zk``): it may lead soon, so a client that
 #: follows the leader through ZooKeeper asks again rather than giving up
 STANDBY_REFUSAL = "this Fuxi scheduler is a standby, not the leader: ask with --fuxi zk://... to reach it"
@@ -73,11 +75,11 @@ class Submit(_Message):
 
 
 class Status(_Message):
-    __slots__ = _fields = ("id", "job_id")
-    _field_defaults = {"job_id": ""}
+    __slots__ = _fields = ("id", "job_id", "wait")
+    _field_defaults = {"job_id": "", "wait": 0.0}
 
-    def __init__(self, id: int, job_id: str = "") -> None:   # noqa: A002
-        self.id, self.job_id = id, job_id
+    def __init__(self, id: int, job_id: str = "", wait: float = 0.0) -> None:   # noqa: A002
+        self.id, self.job_id, self.wait = id, job_id, float(wait)
 
 
 class KillJob(_Message):

@@ -10,14 +10,19 @@ request on the same connection, echoing the request's ``id``:
 request                            answer
 =================================  ==========================================
 ``SUBMIT(id, document)``           ``SUBMITTED(id, job_id)`` or ``ERROR(id, message)``
-``STATUS(id, job_id)``             ``STATUS_REPLY(id, document)`` or ``ERROR(id, message)``
+``STATUS(id, job_id, wait)``       ``STATUS_REPLY(id, document)`` or ``ERROR(id, message)``
 ``KILL(id, job_id)``               ``OK(id)`` once the job is killed, or ``ERROR(id, message)``
 =================================  ==========================================
 
 ``document`` of SUBMIT is the job file as parsed TOML (a dict with a ``job``
 table, docs/fuxi.rst); ``job_id`` of STATUS is empty for every job;
-``document`` of STATUS_REPLY is the status as JSON text. An ERROR's message
-is at most :data:`MAX_ERROR` characters: it never echoes a request whole.
+``document`` of STATUS_REPLY is the status as JSON text. ``wait`` of STATUS
+(seconds, 0 by default) makes it a long poll: the answer comes once the job
+is no longer running, or after ``wait`` seconds (at most
+:data:`MAX_STATUS_WAIT`), whichever is first — a client following a job
+sees its end at once without polling for it (0, or an empty ``job_id``:
+at once). An ERROR's message is at most :data:`MAX_ERROR` characters: it
+never echoes a request whole.
 
 **AppMasters** (one process per job, started by the service) tell the
 service what their job needs; every request carries the job's id and the
@@ -67,13 +72,16 @@ from mesoslike.messaging import Codec, Schema, WireError
 __all__ = ["VERSION", "ProtocolError", "SCHEMA", "CODEC", "Submit", "Submitted", "Status", "StatusReply", "KillJob",
            "Error", "Ok", "SetDesire", "ReleaseSlot", "AvoidHosts", "BlacklistHost", "ReportHost", "Progress",
            "JobEnded", "APPMASTER_REQUESTS", "SlotGranted", "SlotRevoked", "GRANT_NEWS", "encode", "decode", "MAX_FRAME",
-           "MAX_ERROR", "bounded", "STANDBY_REFUSAL"]
+           "MAX_ERROR", "MAX_STATUS_WAIT", "bounded", "STANDBY_REFUSAL"]
 
 VERSION = 1
 #: the largest frame either side accepts
 MAX_FRAME = 4 * 1024 * 1024
 #: the longest ERROR message (and the most of a peer's input a log line quotes)
 MAX_ERROR = 1000
+#: the longest a STATUS may wait for its job's end (a longer ``wait`` waits this long): the client's
+#: request timeout is its wait plus its own timeout, so a service gone meanwhile is noticed within it
+MAX_STATUS_WAIT = 60.0
 #: the ERROR a standby's job server answers (``fuxi serve --zk``): it may lead soon, so a client that
 #: follows the leader through ZooKeeper asks again rather than giving up
 STANDBY_REFUSAL = "this Fuxi scheduler is a standby, not the leader: ask with --fuxi zk://... to reach it"
@@ -111,6 +119,8 @@ class Status(msgspec.Struct, frozen=True, gc=False):
     TYPE: ClassVar[str] = "STATUS"
     id: int
     job_id: str = ""
+    #: seconds to wait for the job's end before answering (0: at once; a service of before this field ignores it)
+    wait: float = 0.0
 
 
 @SCHEMA.message

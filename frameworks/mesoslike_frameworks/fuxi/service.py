@@ -172,6 +172,8 @@ WORKER_SECRET_FILES = {"FUXI_WORKER_TOKEN_FILE": ".fuxi_worker_token",
 APPMASTER_KEY_NAME = "appmaster"
 #: requests a just elected job server keeps until it serves (JobServer.hold); more are refused
 MAX_HELD = 1000
+#: STATUS requests waiting for their job's end at once (``wait``, a long poll); more are answered at once
+MAX_WAITING_STATUS = 1000
 #: AppMasters whose connection the job server remembers (to tell them of their grants), the newest kept
 MAX_APPMASTER_PEERS = 10_000
 #: commands that are driver calls: dropped (logged) while no driver is attached
@@ -454,6 +456,9 @@ class FuxiService(Scheduler):
         #: sends a job's AppMaster news of its slots (the job server's, once it serves this service)
         self.tell_appmaster: Callable[[str, protocol.SlotGranted | protocol.SlotRevoked], None] = \
             lambda job_id, news: None
+        #: hears of each job's end (the job server's, once it serves this service: it answers the STATUS
+        #: requests waiting for that end). Called under the service's lock, from any thread: must be quick
+        self.on_job_finished: Callable[[str], None] = lambda job_id: None
         #: command type -> what carries it out (returns the events of its outcome, for the core)
         self._carry_out: dict[type, Callable[[Any], list[Event]]] = {
             LaunchSlots: self._launch, DeclineOffers: self._decline, KillSlot: self._kill,
@@ -532,6 +537,12 @@ class FuxiService(Scheduler):
                 job["appmaster"] = self._appmaster_status(job["id"])
             document["framework"]["master"] = self.master
             return document
+
+    def running(self, job_id: str) -> bool:
+        """Whether ``job_id`` is a job this service keeps that has not ended."""
+        with self._lock:
+            job = self.core.get(job_id)
+            return job is not None and job.state is JobState.RUNNING
 
     def recover(self, state: HardState) -> None:
         """Take the hard state a store held (a new leader, or a restart):
@@ -913,6 +924,7 @@ class FuxiService(Scheduler):
         if keys is not None:   # (its AppMaster, still connected, may say JOB_ENDED again: its key stays listed)
             keys.forget_secrets()
         self.on_event(command.job_id, str(command.state))
+        self.on_job_finished(command.job_id)
         return []
 
     def _forget_job(self, command: ForgetJob) -> list[Event]:
@@ -968,6 +980,12 @@ class JobServer:
     AppMaster keys of the service's jobs, complete the handshake; each
     request is handled as the principal of its key (see
     :func:`check_secure` for the rule without them).
+
+    A STATUS of a running job with a ``wait`` (a long poll,
+    :mod:`.protocol`) waits here, unanswered, until the service says the
+    job ended (:attr:`FuxiService.on_job_finished`), its wait is over, or
+    the service is gone (a standby's answer then); at most
+    :data:`MAX_WAITING_STATUS` wait at once (more are answered at once).
     """
 
     def __init__(self, service: FuxiService | None, address: str,
@@ -991,12 +1009,18 @@ class JobServer:
         self._appmaster_peers: dict[str, bytes] = {}
         #: news for AppMasters from other threads, sent by the server's own
         self._news: collections.deque[protocol.SlotGranted | protocol.SlotRevoked] = collections.deque()
+        #: long polls waiting for their job's end (the server's thread only), and the soonest one's deadline
+        self._waiting: list[_WaitingStatus] = []
+        self._soonest = float("inf")
+        #: jobs that ended since the server's thread last looked (appended from any thread)
+        self._ended: collections.deque[str] = collections.deque()
         if service is not None:
             self.serve(service)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="fuxi-job-server")
-        #: frames answered, frames whose answering failed (the loop went on), frames held until serving
-        self.counters = {"requests": 0, "failures": 0, "held": 0}
+        #: frames answered, frames whose answering failed (the loop went on), frames held until serving,
+        #: STATUS requests that waited for their job's end
+        self.counters = {"requests": 0, "failures": 0, "held": 0, "waited": 0}
 
     @property
     def secured(self) -> bool:
@@ -1032,6 +1056,7 @@ class JobServer:
         leader), the requests held since :meth:`hold` first."""
         service.service_address = self.address
         service.tell_appmaster = self.tell
+        service.on_job_finished = self._job_finished
         self.service = service
         self._waker.wake()
 
@@ -1048,6 +1073,12 @@ class JobServer:
         came over (none yet: it learns from its workers). Any thread; the
         server's thread sends."""
         self._news.append(news)
+        self._waker.wake()
+
+    def _job_finished(self, job_id: str) -> None:
+        """The service's :attr:`~FuxiService.on_job_finished`: the STATUS
+        requests waiting for ``job_id``'s end are answered. Any thread."""
+        self._ended.append(job_id)
         self._waker.wake()
 
     def stand_by(self, hold: bool) -> None:
@@ -1082,7 +1113,9 @@ class JobServer:
                     while self._held:   # what came between the election and serving (or a refusal, standing by)
                         self._answer_safely(*self._held.popleft())
                 self._send_news()
-                if not server.wait(None, self._waker):
+                self._answer_waiting()
+                soonest = self._soonest - time.monotonic() if self._waiting else None
+                if not server.wait(None if soonest is None else max(0.0, soonest), self._waker):
                     continue
                 for peer, frame in server.receive_frames():
                     principal = server.principal(peer) if peer is not None else None
@@ -1106,6 +1139,48 @@ class JobServer:
             except protocol.ProtocolError as exc:
                 log.error("cannot send %s: %s", news.TYPE, protocol.bounded(str(exc), 200))
 
+    def _waits(self, peer: bytes, frame: bytes, principal: str | None) -> bool:
+        """Keep ``frame`` unanswered if it is a long poll (a STATUS with a
+        ``wait``) of a running job; whether it was kept."""
+        if b"STATUS" not in frame or b"wait" not in frame or len(self._waiting) >= MAX_WAITING_STATUS:
+            return False   # (most frames: an AppMaster's requests, not decoded twice)
+        try:
+            request = protocol.decode(frame)
+        except protocol.ProtocolError:
+            return False
+        service = self.service
+        if not isinstance(request, protocol.Status) or not request.job_id or not request.wait > 0 or \
+                service is None or not service.running(request.job_id):
+            return False
+        deadline = time.monotonic() + min(request.wait, protocol.MAX_STATUS_WAIT)
+        self._waiting.append(_WaitingStatus(peer, request.id, request.job_id, principal, deadline))
+        self._soonest = min(self._soonest, deadline)
+        self.counters["waited"] += 1
+        return True
+
+    def _answer_waiting(self) -> None:
+        """Answer the long polls whose job ended, whose wait is over, or
+        whose service is gone (then as a standby answers). O(waiting) when
+        one is due, O(1) otherwise."""
+        ended: set[str] = set()
+        while self._ended:
+            ended.add(self._ended.popleft())
+        if not self._waiting:
+            return
+        now = time.monotonic()
+        gone = self.service is None and not self._holding.is_set()
+        if not ended and not gone and now < self._soonest:
+            return
+        due: list[_WaitingStatus] = []
+        kept: list[_WaitingStatus] = []
+        for waiting in self._waiting:
+            (due if gone or waiting.job_id in ended or waiting.deadline <= now else kept).append(waiting)
+        self._waiting = kept
+        self._soonest = min((waiting.deadline for waiting in self._waiting), default=float("inf"))
+        for waiting in due:   # answered as a STATUS without a wait: the job's status now
+            frame = protocol.encode(protocol.Status(waiting.request_id, waiting.job_id))
+            self._answer_safely(waiting.peer, frame, waiting.principal)
+
     def _answer_safely(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
         try:
             self._answer(peer, frame, principal)
@@ -1119,6 +1194,8 @@ class JobServer:
         if not isinstance(frame, (bytes, bytearray)):
             log.warning("a malformed request: %s", protocol.bounded(str(frame), 200))
             self._server.send(peer, protocol.Error(0, protocol.bounded(str(frame))))
+            return
+        if self._waits(peer, bytes(frame), principal):
             return
         answer = self.handle(bytes(frame), principal)
         self._server.send_frame(peer, answer)
@@ -1144,6 +1221,19 @@ class JobServer:
         """The answer to one request frame from ``principal`` (always an encodable one)."""
         self.counters["requests"] += 1
         return answer(self.service, frame, self.refusing, principal)
+
+
+@attrs.frozen
+class _WaitingStatus:
+    """A long poll the job server holds: who asked (the connection and its
+    principal), its request's id and job, and when its wait is over
+    (``time.monotonic``)."""
+
+    peer: bytes
+    request_id: int
+    job_id: str
+    principal: str | None
+    deadline: float
 
 
 def check_secure(address: str, credentials: Credentials | None, keys: CurveKeys | None, insecure: bool) -> None:
@@ -1186,6 +1276,8 @@ def answer(service: FuxiService | None, frame: bytes, refusing: str = "not servi
         elif isinstance(request, protocol.Submit):
             reply = protocol.Submitted(request_id, service.submit(request.document, principal))
         elif isinstance(request, protocol.Status):
+            if request.wait < 0:
+                raise protocol.ProtocolError(f"STATUS.wait: seconds to wait, 0 or more, not {request.wait}")
             reply = protocol.StatusReply(request_id, json.dumps(service.status(request.job_id or None)))
         elif isinstance(request, protocol.KillJob):
             service.kill(request.job_id, principal)
