@@ -36,8 +36,9 @@ much of a contended machine each system gets.
 ``--root-shares N`` gives the agents' tasks a cgroups root of this run's
 own (``--cgroups-root bench-fuxi-swing-PID``) and sets its ``cpu.shares``
 to N during the third and fourth of every four rounds (1024, the kernel's
-default, in the
-others; ``root_shares`` in the part): against other sessions every task
+default, in the others — written each round, over the weight the agents
+give their tasks' parent at their start, ``Isolator.weigh_tasks``;
+``root_shares`` in the part): against other sessions every task
 of the agents — the real agents' ``true``s, the Fuxi job's workers and
 their instances — shares that one group's weight, as much as one other
 session's whole autogroup. With ``--competing-always`` the busy loops run

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from e2e_helpers import REPO, RecordingScheduler, child_env, cluster, free_port, task_processes  # noqa: F401 (a fixture)
 from mesoslike import Resources, TaskInfo
 from mesoslike.cli import main
-from mesoslike.agent.settings import AUTOGROUP_NICE
+from mesoslike.agent.settings import AUTOGROUP_NICE, TURN_GAP
 from waiting import wait_until
 from zk_helpers import zookeeper, zookeeper_server  # noqa: F401 (fixtures)
 
@@ -101,13 +101,16 @@ def test_the_shipped_agent_config_file_is_read(monkeypatch):
     result = CliRunner().invoke(main, ["agent", "--config", str(REPO / "conf" / "agent.toml")],
                                 env={"MESOSLIKE_AGENT_MASTER": None, "MESOSLIKE_MASTER": None})
     assert result.exit_code == 0, result.output
-    assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0", "turn_gap": 0.01,
+    assert seen == {"master": "tcp://127.0.0.1:5050", "attributes": "rack:r1;room:er0", "turn_gap": TURN_GAP,
                     "autogroup_nice": AUTOGROUP_NICE}
 
 
-@pytest.mark.parametrize("flag, expected", [([], 0.01), (["--turn-gap", "0"], 0.0), (["--turn-gap", "0.05"], 0.05)])
+@pytest.mark.parametrize("flag, expected", [([], TURN_GAP), (["--turn-gap", "0"], 0.0),
+                                            (["--turn-gap", "0.05"], 0.05)])
 def test_the_agent_turn_gap_is_an_option(monkeypatch, flag, expected):
-    """--turn-gap reaches the agent's settings (docs/agent.rst, Turns)."""
+    """--turn-gap reaches the agent's settings (docs/agent.rst, Turns); its
+    default is the settings' (a literal in the CLI, which does not import the
+    agent's modules to start: this holds the two equal)."""
     seen = record_agent_runtime(monkeypatch)
     result = CliRunner().invoke(main, ["agent", "--master", "tcp://127.0.0.1:7001", *flag])
     assert result.exit_code == 0, result.output

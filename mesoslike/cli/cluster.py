@@ -379,7 +379,9 @@ def _environment_json(ctx: click.Context, param: click.Parameter, value: object)
         help="Run the tasks that need no process of their own (no namespaces, image, URIs or health check) under "
              "one long-lived supervisor per agent, with no Python process forked per task. Off: a supervisor "
              "process per task.")
-@option("agent", "--turn-gap", type=click.FloatRange(0, 1), default=0.01,
+# (the defaults below are agent.settings' TURN_GAP and AUTOGROUP_NICE, written out: importing the agent's
+# modules would cost every command's start; tests/test_cli_rough_edges.py holds them equal)
+@option("agent", "--turn-gap", type=click.FloatRange(0, 1), default=0.01, show_default=True,
         help="Seconds: after a loop turn that handled news, the next look at the sockets waits until this long "
              "after that turn began, so task ends arriving meanwhile share one journal sync and one STATUS_UPDATES "
              "frame (docs/agent.rst, Turns). Never while launches wait; 0: at once.")
