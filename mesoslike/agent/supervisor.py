@@ -771,13 +771,10 @@ class Supervisor:
             container = runc.Runc(spec["runc"], spec["root"], spec["id"])
             tool_env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
             try:
-                pid = container.create(bundle, stdout, stderr, tool_env)
+                pid = container.run(bundle, stdout, stderr, tool_env)
                 self.runc = container
-                container.start(bundle, tool_env)
             except OSError as exc:
-                if self.runc is not None:
-                    container.delete(tool_env)
-                    self.runc = None
+                container.delete(tool_env)   # what a run that failed half-way made (nothing: a no-op)
                 raise ContainerProblem(f"image {name}: {exc}") from None
         finally:
             for fd in (stdout, stderr):
