@@ -467,6 +467,19 @@ def test_status_waits_are_bounded_and_a_server_standing_by_answers_them(monkeypa
             each.close()
 
 
+def test_a_status_whose_wait_ends_while_leadership_is_in_doubt_is_held_until_the_server_serves():
+    with _serving(refusing=STANDBY_REFUSAL) as (service, server, client, job_id):
+        thread, answers = _asking(client, job_id, wait=0.5)
+        wait_for(lambda: server.counters["waited"] == 1, 10, "the STATUS to wait")
+        server.stand_by(hold=True)
+        wait_for(lambda: server.counters["held"] == 1, 10, "the STATUS to be held at the end of its wait")
+        assert not answers
+        server.serve(service)
+        thread.join(20)
+        (document, _), = answers
+        assert document["jobs"][0]["state"] == "running"
+
+
 def test_following_a_job_sees_its_end_at_once_and_polls_a_service_of_before():
     """``submit --wait``'s loop (``_follow``): with a long poll it returns at
     the job's end though its interval is 30 s; against a service that

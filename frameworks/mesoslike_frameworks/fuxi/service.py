@@ -984,8 +984,9 @@ class JobServer:
     A STATUS of a running job with a ``wait`` (a long poll,
     :mod:`.protocol`) waits here, unanswered, until the service says the
     job ended (:attr:`FuxiService.on_job_finished`), its wait is over, or
-    the service is gone (a standby's answer then); at most
-    :data:`MAX_WAITING_STATUS` wait at once (more are answered at once).
+    the service is gone (a standby's answer then; held as other requests
+    are while leadership is in doubt); at most :data:`MAX_WAITING_STATUS`
+    wait at once (more are answered at once).
     """
 
     def __init__(self, service: FuxiService | None, address: str,
@@ -1179,6 +1180,10 @@ class JobServer:
         self._soonest = min((waiting.deadline for waiting in self._waiting), default=float("inf"))
         for waiting in due:   # answered as a STATUS without a wait: the job's status now
             frame = protocol.encode(protocol.Status(waiting.request_id, waiting.job_id))
+            if self.service is None and self._holding.is_set() and len(self._held) < MAX_HELD:
+                self._held.append((waiting.peer, frame, waiting.principal))   # leadership in doubt: held as any
+                self.counters["held"] += 1
+                continue
             self._answer_safely(waiting.peer, frame, waiting.principal)
 
     def _answer_safely(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
