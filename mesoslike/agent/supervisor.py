@@ -774,7 +774,7 @@ class Supervisor:
                 pid = container.run(bundle, stdout, stderr, tool_env)
                 self.runc = container
             except OSError as exc:
-                container.delete(tool_env)   # what a run that failed half-way made (nothing: a no-op)
+                container.delete(tool_env)   # runc run removes what it made when it fails: to be sure
                 raise ContainerProblem(f"image {name}: {exc}") from None
         finally:
             for fd in (stdout, stderr):

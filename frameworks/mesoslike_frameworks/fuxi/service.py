@@ -1119,12 +1119,7 @@ class JobServer:
                 if not server.wait(None if soonest is None else max(0.0, soonest), self._waker):
                     continue
                 for peer, frame in server.receive_frames():
-                    principal = server.principal(peer) if peer is not None else None
-                    if self.service is None and self._holding.is_set() and len(self._held) < MAX_HELD:
-                        self._held.append((peer, frame, principal))
-                        self.counters["held"] += 1
-                        continue
-                    self._answer_safely(peer, frame, principal)
+                    self._take(peer, frame, server.principal(peer) if peer is not None else None)
         finally:
             server.close()
 
@@ -1139,6 +1134,15 @@ class JobServer:
                     log.debug("%s for job %s dropped: its AppMaster is gone or slow", news.TYPE, news.job_id)
             except protocol.ProtocolError as exc:
                 log.error("cannot send %s: %s", news.TYPE, protocol.bounded(str(exc), 200))
+
+    def _take(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
+        """Answer a request now — or hold it, while leadership is in doubt
+        (:meth:`hold`; at most :data:`MAX_HELD`, more are answered)."""
+        if self.service is None and self._holding.is_set() and len(self._held) < MAX_HELD:
+            self._held.append((peer, frame, principal))
+            self.counters["held"] += 1
+            return
+        self._answer_safely(peer, frame, principal)
 
     def _waits(self, peer: bytes, frame: bytes, principal: str | None) -> bool:
         """Keep ``frame`` unanswered if it is a long poll (a STATUS with a
@@ -1179,12 +1183,8 @@ class JobServer:
         self._waiting = kept
         self._soonest = min((waiting.deadline for waiting in self._waiting), default=float("inf"))
         for waiting in due:   # answered as a STATUS without a wait: the job's status now
-            frame = protocol.encode(protocol.Status(waiting.request_id, waiting.job_id))
-            if self.service is None and self._holding.is_set() and len(self._held) < MAX_HELD:
-                self._held.append((waiting.peer, frame, waiting.principal))   # leadership in doubt: held as any
-                self.counters["held"] += 1
-                continue
-            self._answer_safely(waiting.peer, frame, waiting.principal)
+            self._take(waiting.peer, protocol.encode(protocol.Status(waiting.request_id, waiting.job_id)),
+                       waiting.principal)
 
     def _answer_safely(self, peer: bytes | None, frame: bytes | Exception, principal: str | None) -> None:
         try:
